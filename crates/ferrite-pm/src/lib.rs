@@ -1,0 +1,36 @@
+//! Ferrite's persistent-memory layer.
+//!
+//! * [`Pool`]: a mapped file (or memory image) with a checksummed header, a root
+//!   directory of named objects and a chunk table; it says honestly how durable it
+//!   is ([`Durability`]).
+//! * [`persist`]: cache-line write-back (clwb > clflushopt > clflush, chosen by
+//!   CPUID), fences, non-temporal copies, per-thread cost counters and optional
+//!   latency injection.
+//! * [`Heap`]: the crash-consistent allocator (chunks claimed persistently, blocks
+//!   recovered by tracing from the structure's roots).
+//! * [`crash`]: the crash simulator's test driver, used by every persistent
+//!   structure of Ferrite.
+
+pub mod buf;
+pub mod crash;
+pub mod error;
+pub mod heap;
+pub mod layout;
+pub mod persist;
+pub mod pool;
+pub mod pptr;
+pub mod sim;
+pub mod targets;
+
+pub use buf::AlignedBuf;
+pub use crash::{
+    explore, CrashConfig, CrashPoints, CrashReport, Journal, JournalHandle, Violation,
+};
+pub use error::{PmError, Result};
+pub use heap::{Heap, HeapStats, Marker};
+pub use persist::{FlushKind, PersistStats};
+pub use pool::{Durability, ObjectId, ObjectInfo, OpenReport, Pool, PoolOptions};
+pub use pptr::PPtr;
+
+/// A crash-test target runnable by `ferrite crash-test NAME`.
+pub type CrashTarget = fn(&CrashConfig) -> Result<CrashReport>;
