@@ -187,6 +187,40 @@ impl Marker<'_> {
 }
 
 impl Pool {
+    /// Traces object `id` without opening its heap (read-only pools too): checks
+    /// that every pointer the tracer follows is a block of the object.
+    pub fn verify_heap(
+        &self,
+        id: ObjectId,
+        trace: impl FnOnce(&mut Marker<'_>) -> Result<()>,
+    ) -> Result<HeapStats> {
+        let info = self
+            .objects()
+            .into_iter()
+            .find(|o| o.id == id)
+            .ok_or_else(|| PmError::Invalid(format!("object id {} does not exist", id.0)))?;
+        let mut marker = Marker {
+            pool: self,
+            owner: id.0,
+            name: info.name,
+            marks: HashMap::new(),
+            live_blocks: 0,
+            live_bytes: 0,
+        };
+        trace(&mut marker)?;
+        let chunks = self
+            .chunks_by_owner()
+            .into_iter()
+            .find(|c| c.0 == id)
+            .map_or(0, |c| c.1);
+        Ok(HeapStats {
+            chunks,
+            live_blocks: marker.live_blocks,
+            live_bytes: marker.live_bytes,
+            released_chunks: 0,
+        })
+    }
+
     /// Opens the heap of object `id`: `trace` must mark every block the object
     /// reaches from its roots; everything else in its chunks becomes free. A heap
     /// can be open once at a time per object.

@@ -314,7 +314,7 @@ fn map_file(file: &File, len: usize, read_only: bool) -> std::io::Result<(*mut u
     } else {
         libc::PROT_READ | libc::PROT_WRITE
     };
-    if !read_only {
+    {
         // SAFETY: a fresh mapping of an open fd; the kernel validates the flags and
         // refuses MAP_SYNC (EOPNOTSUPP/EINVAL) unless the file is on DAX.
         let p = unsafe {

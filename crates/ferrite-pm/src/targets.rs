@@ -44,23 +44,37 @@ fn payload_byte(slot: usize, version: u64, i: usize) -> u8 {
 }
 
 impl SlotTable {
+    /// Traces a slot table read-only (for `ferrite check`).
+    pub fn verify(pool: &Pool, id: ObjectId) -> Result<HeapStats> {
+        pool.verify_heap(id, |m| Self::trace(pool, id, m))
+    }
+
+    fn trace(pool: &Pool, id: ObjectId, m: &mut crate::Marker<'_>) -> Result<()> {
+        let root = pool.root(id, 0);
+        if root != 0 {
+            m.mark(root)?;
+            let n = pool.root(id, 1) as usize;
+            if n > 1 << 20 {
+                return Err(PmError::CorruptObject {
+                    object: "slot table".into(),
+                    detail: format!("slot count {n} is implausible"),
+                });
+            }
+            for i in 0..n {
+                let off = read_u64(m.pool(), root + 8 * i as u64)?;
+                if off != 0 {
+                    m.mark(off)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Opens the table `name`, creating it with `slots` slots if absent.
     pub fn open_or_create(pool: &Pool, name: &str, slots: usize) -> Result<SlotTable> {
         let (id, _) = pool.open_or_create_object(name, SLOT_TABLE_TYPE)?;
         let root = pool.root(id, 0);
-        let (heap, stats) = pool.open_heap(id, |m| {
-            if root != 0 {
-                m.mark(root)?;
-                let n = pool.root(id, 1) as usize;
-                for i in 0..n {
-                    let off = read_u64(m.pool(), root + 8 * i as u64)?;
-                    if off != 0 {
-                        m.mark(off)?;
-                    }
-                }
-            }
-            Ok(())
-        })?;
+        let (heap, stats) = pool.open_heap(id, |m| Self::trace(pool, id, m))?;
         let mut t = SlotTable {
             pool: pool.clone(),
             heap,
