@@ -1,4 +1,8 @@
-//! (being built)
+//! Ferrite's ordered key-value indexes.
+
+pub mod kv;
+
+pub use kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
 
 use ferrite_pm::CrashTarget;
 
