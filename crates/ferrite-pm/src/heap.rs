@@ -160,7 +160,7 @@ impl Marker<'_> {
             chunk_kind::SMALL => {
                 let size = SIZE_CLASSES[e.class as usize] as u64;
                 let per = self.pool.header().chunk_size / size;
-                if rel % size != 0 || rel / size >= per {
+                if !rel.is_multiple_of(size) || rel / size >= per {
                     return Err(corrupt(format!("pointer {off:#x} is not a block boundary")));
                 }
                 ((rel / size) as usize, size)
@@ -441,7 +441,7 @@ impl Heap {
         let rel = off - pool.chunk_off(c);
         match e.kind {
             chunk_kind::SMALL => {
-                if rel % SIZE_CLASSES[e.class as usize] as u64 != 0 {
+                if !rel.is_multiple_of(SIZE_CLASSES[e.class as usize] as u64) {
                     return Err(bad("not a block boundary"));
                 }
                 self.with_cache(|tc| {

@@ -171,8 +171,8 @@ const _: () = {
     let mut i = 0;
     while i < SIZE_CLASSES.len() {
         let c = SIZE_CLASSES[i];
-        assert!(c % 64 == 0);
-        assert!(c < 256 || c % 256 == 0);
+        assert!(c.is_multiple_of(64));
+        assert!(c < 256 || c.is_multiple_of(256));
         i += 1;
     }
 };

@@ -148,9 +148,12 @@ impl PersistStats {
             nt_bytes: self.nt_bytes - earlier.nt_bytes,
         }
     }
+}
 
-    /// Counter-wise sum, for adding up threads.
-    pub fn add(self, o: PersistStats) -> PersistStats {
+/// Counter-wise sum, for adding up threads.
+impl std::ops::Add for PersistStats {
+    type Output = PersistStats;
+    fn add(self, o: PersistStats) -> PersistStats {
         PersistStats {
             fences: self.fences + o.fences,
             flushed_lines: self.flushed_lines + o.flushed_lines,

@@ -719,6 +719,9 @@ impl Pool {
     // ----- persistence ---------------------------------------------------------
 
     /// Writes back the cache lines of `[p, p+len)`, which must be inside the pool.
+    // Safe despite the raw pointer: the range is checked against the mapping
+    // before any instruction touches it, and write-back never changes contents.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     #[inline]
     pub fn flush(&self, p: *const u8, len: usize) {
         let off = self.check_range(p, len);
@@ -781,12 +784,15 @@ impl Pool {
 
     /// Copies `src` to pool address `dst` with non-temporal stores (large writes);
     /// a [`fence`](Self::fence) makes it durable.
+    // Safe despite the raw pointer: the destination range is checked against the
+    // mapping first, and pool memory is shared memory the caller owns by contract.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     pub fn nt_copy(&self, dst: *mut u8, src: &[u8]) {
         let off = self.check_range(dst, src.len());
         match self.inner.mode {
-            // SAFETY: dst range is inside the mapping (checked); src is a slice and
-            // cannot overlap pool memory handed out as raw pointers... unless the
-            // caller built it from pool memory, which `copy` tolerates via memmove below.
+            // SAFETY: the dst range is inside the mapping (checked) and does not
+            // overlap src (checked by `overlaps`; overlapping copies take the
+            // memmove path below).
             Mode::Direct if !self.overlaps(src) => unsafe {
                 persist::nt_copy(self.inner.flush_kind, dst, src.as_ptr(), src.len())
             },

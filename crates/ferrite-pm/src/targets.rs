@@ -212,7 +212,7 @@ impl SlotTable {
 }
 
 fn read_u64(pool: &Pool, off: u64) -> Result<u64> {
-    if !pool.contains(off, 8) || off % 8 != 0 {
+    if !pool.contains(off, 8) || !off.is_multiple_of(8) {
         return Err(PmError::CorruptObject {
             object: "slot table".into(),
             detail: format!("slot offset {off:#x} out of bounds"),

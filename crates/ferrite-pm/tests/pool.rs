@@ -1,0 +1,354 @@
+//! Pools: creation, reopening, the root directory, durability detection, and bad
+//! input (corrupted, truncated, zeroed, wrong-version files) as errors, never panics.
+
+use std::path::PathBuf;
+
+use ferrite_pm::layout::{self, PoolHeader};
+use ferrite_pm::targets::{SlotTable, SLOT_TABLE_TYPE};
+use ferrite_pm::{AlignedBuf, Durability, PmError, Pool, PoolOptions};
+use proptest::prelude::*;
+
+/// A pool path in /dev/shm, removed on drop.
+struct TmpPath(PathBuf);
+
+impl TmpPath {
+    fn new(tag: &str) -> TmpPath {
+        TmpPath::in_dir("/dev/shm", tag)
+    }
+    fn in_dir(dir: &str, tag: &str) -> TmpPath {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = PathBuf::from(dir).join(format!(
+            "ferrite-test-{}-{tag}-{n}.pool",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&p);
+        TmpPath(p)
+    }
+}
+
+impl Drop for TmpPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn opts() -> PoolOptions {
+    PoolOptions::default()
+}
+
+#[test]
+fn create_write_reopen_verify() {
+    let p = TmpPath::new("reopen");
+    {
+        let pool = Pool::create(&p.0, 8 << 20, &opts()).unwrap();
+        let t = SlotTable::open_or_create(&pool, "t", 100).unwrap();
+        for i in 0..100 {
+            t.publish(i, i as u64 * 3, 50 + i * 13).unwrap();
+        }
+    }
+    let pool = Pool::open(&p.0, &opts()).unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 100).unwrap();
+    assert_eq!(t.open_stats.live_blocks, 101);
+    for i in 0..100 {
+        let v = t.read(i).unwrap().unwrap();
+        assert_eq!((v.version, v.len), (i as u64 * 3, 50 + i * 13));
+    }
+}
+
+#[test]
+fn tmpfs_pools_say_they_do_not_survive_power_loss() {
+    let p = TmpPath::new("dur");
+    let pool = Pool::create(&p.0, 1 << 20, &opts()).unwrap();
+    // MAP_SYNC is refused on tmpfs, so this is emulated PM.
+    assert_eq!(pool.durability(), Durability::EmulatedShm);
+    assert!(!pool.durability().power_fail_safe());
+    assert!(pool
+        .durability()
+        .describe()
+        .contains("does NOT survive power loss"));
+}
+
+#[test]
+fn ordinary_files_are_emulated_and_msync_mode_is_power_fail_safe() {
+    let dir = std::env::temp_dir();
+    let p = TmpPath::in_dir(dir.to_str().unwrap(), "file");
+    let pool = Pool::create(&p.0, 1 << 20, &opts()).unwrap();
+    // On a DAX filesystem this would be Pm; elsewhere it must not claim to be.
+    assert!(matches!(
+        pool.durability(),
+        Durability::EmulatedFile | Durability::EmulatedShm | Durability::Pm
+    ));
+    drop(pool);
+    let ms = PoolOptions {
+        msync: true,
+        ..opts()
+    };
+    let pool = Pool::open(&p.0, &ms).unwrap();
+    if pool.durability() != Durability::Pm {
+        assert_eq!(pool.durability(), Durability::FileMsync);
+        assert!(pool.durability().power_fail_safe());
+    }
+    let t = SlotTable::open_or_create(&pool, "m", 4).unwrap();
+    t.publish(1, 9, 100).unwrap();
+    drop(t);
+    drop(pool);
+    let pool = Pool::open(&p.0, &opts()).unwrap();
+    let t = SlotTable::open_or_create(&pool, "m", 4).unwrap();
+    assert_eq!(t.read(1).unwrap().unwrap().version, 9);
+}
+
+#[test]
+fn creating_over_an_existing_file_fails_and_keeps_it() {
+    let p = TmpPath::new("exists");
+    std::fs::write(&p.0, b"precious").unwrap();
+    let e = Pool::create(&p.0, 1 << 20, &opts()).unwrap_err();
+    assert!(matches!(e, PmError::Io { .. }), "{e}");
+    assert_eq!(std::fs::read(&p.0).unwrap(), b"precious");
+}
+
+#[test]
+fn invalid_geometry_is_rejected() {
+    assert!(matches!(
+        Pool::create_volatile(1000, &opts()),
+        Err(PmError::Invalid(_))
+    ));
+    let bad_chunk = PoolOptions {
+        chunk_size: 3000,
+        ..opts()
+    };
+    assert!(matches!(
+        Pool::create_volatile(1 << 20, &bad_chunk),
+        Err(PmError::Invalid(_))
+    ));
+}
+
+#[test]
+fn objects_are_typed_named_and_deletable() {
+    let pool = Pool::create_volatile(4 << 20, &opts()).unwrap();
+    let a = pool.create_object("a", "ferrite.x").unwrap();
+    assert!(matches!(
+        pool.create_object("a", "ferrite.x"),
+        Err(PmError::ObjectExists(_))
+    ));
+    assert!(matches!(
+        pool.create_object("", "t"),
+        Err(PmError::Invalid(_))
+    ));
+    assert!(matches!(
+        pool.create_object(&"n".repeat(41), "t"),
+        Err(PmError::Invalid(_))
+    ));
+    assert_eq!(pool.object("a", "ferrite.x").unwrap(), a);
+    match pool.object("a", "ferrite.y") {
+        Err(PmError::WrongType {
+            found, expected, ..
+        }) => {
+            assert_eq!(
+                (found.as_str(), expected.as_str()),
+                ("ferrite.x", "ferrite.y")
+            )
+        }
+        other => panic!("expected WrongType, got {other:?}"),
+    }
+    assert!(matches!(
+        pool.object("b", "ferrite.x"),
+        Err(PmError::NoSuchObject(_))
+    ));
+    // Opening a slot table over an object of another type is refused.
+    assert!(matches!(
+        SlotTable::open_or_create(&pool, "a", 4),
+        Err(PmError::WrongType { .. })
+    ));
+    pool.set_root(a, 3, 77).unwrap();
+    assert_eq!(pool.root(a, 3), 77);
+    // Deleting frees the object's chunks.
+    let t = SlotTable::open_or_create(&pool, "t", 8).unwrap();
+    for i in 0..8 {
+        t.publish(i, 1, 3000).unwrap();
+    }
+    let (_, free_before) = pool.chunk_usage();
+    assert!(matches!(pool.delete_object("t"), Err(PmError::HeapBusy(_))));
+    drop(t);
+    pool.delete_object("t").unwrap();
+    let (_, free_after) = pool.chunk_usage();
+    assert!(free_after > free_before);
+    assert!(matches!(
+        pool.object("t", SLOT_TABLE_TYPE),
+        Err(PmError::NoSuchObject(_))
+    ));
+}
+
+#[test]
+fn the_directory_fills_up_with_a_clear_error() {
+    let pool = Pool::create_volatile(1 << 20, &opts()).unwrap();
+    for i in 0..layout::DIR_ENTRIES {
+        pool.create_object(&format!("o{i}"), "t").unwrap();
+    }
+    assert!(matches!(
+        pool.create_object("one-more", "t"),
+        Err(PmError::DirectoryFull(_))
+    ));
+}
+
+#[test]
+fn a_full_pool_is_an_error_and_loses_nothing() {
+    let pool = Pool::create_volatile(
+        1 << 20,
+        &PoolOptions {
+            chunk_size: layout::MIN_CHUNK,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 10_000).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match t.publish(n, n as u64, 200) {
+            Ok(()) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, PmError::PoolFull { .. }), "{err}");
+    assert!(err.to_string().contains("pool is full"));
+    assert!(n > 1000);
+    for i in 0..n {
+        assert_eq!(t.read(i).unwrap().unwrap().version, i as u64);
+    }
+    // Oversized requests are their own error.
+    assert!(matches!(
+        t.heap().alloc(1 << 30),
+        Err(PmError::TooLarge { .. })
+    ));
+    assert!(matches!(t.heap().alloc(0), Err(PmError::Invalid(_))));
+}
+
+#[test]
+fn a_heap_opens_once_at_a_time() {
+    let pool = Pool::create_volatile(1 << 20, &opts()).unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 4).unwrap();
+    assert!(matches!(
+        SlotTable::open_or_create(&pool, "t", 4),
+        Err(PmError::HeapBusy(_))
+    ));
+    drop(t);
+    SlotTable::open_or_create(&pool, "t", 4).unwrap();
+}
+
+#[test]
+fn read_only_pools_refuse_writes() {
+    let p = TmpPath::new("ro");
+    drop(Pool::create(&p.0, 1 << 20, &opts()).unwrap());
+    let pool = Pool::open(
+        &p.0,
+        &PoolOptions {
+            read_only: true,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert!(pool.is_read_only());
+    assert!(matches!(
+        pool.create_object("x", "t"),
+        Err(PmError::Invalid(_))
+    ));
+}
+
+#[test]
+fn corrupt_pointers_are_reported_not_followed() {
+    let pool = Pool::create_volatile(1 << 20, &opts()).unwrap();
+    {
+        let t = SlotTable::open_or_create(&pool, "t", 4).unwrap();
+        t.publish(0, 1, 10).unwrap();
+    }
+    let id = pool.object("t", SLOT_TABLE_TYPE).unwrap();
+    let root = pool.root(id, 0);
+    // Point slot 0 into the middle of a block.
+    // SAFETY: the slot array is the root block, in bounds.
+    unsafe { *(pool.at(root, 8) as *mut u64) += 8 };
+    let e = SlotTable::open_or_create(&pool, "t", 4)
+        .err()
+        .expect("must fail");
+    assert!(e.is_bad_pool(), "{e}");
+    assert!(SlotTable::verify(&pool, id).is_err());
+}
+
+fn valid_image(size: u64) -> Vec<u8> {
+    let pool = Pool::create_volatile(size, &opts()).unwrap();
+    {
+        let t = SlotTable::open_or_create(&pool, "t", 16).unwrap();
+        for i in 0..16 {
+            t.publish(i, 1, 100).unwrap();
+        }
+    }
+    pool.snapshot().as_slice().to_vec()
+}
+
+fn open_bytes(b: &[u8]) -> Result<Pool, PmError> {
+    Pool::open_image(AlignedBuf::from_slice(b), &opts())
+}
+
+#[test]
+fn each_kind_of_bad_header_has_its_own_message() {
+    let img = valid_image(1 << 20);
+    let msg = |b: &[u8]| open_bytes(b).expect_err("must fail").to_string();
+    assert!(msg(&vec![0u8; 1 << 20]).contains("all zeros"));
+    assert!(msg(&img[..100]).contains("truncated"));
+    assert!(msg(&img[..1 << 19]).contains("truncated"));
+    let mut b = img.clone();
+    b[0] ^= 0xff;
+    assert!(msg(&b).contains("bad magic"));
+    let mut b = img.clone();
+    b[40] ^= 1;
+    assert!(msg(&b).contains("checksum"));
+    // A newer format version with a valid checksum.
+    let mut b = img.clone();
+    // SAFETY: the image starts with a PoolHeader.
+    let mut h: PoolHeader = unsafe { std::ptr::read_unaligned(b.as_ptr() as *const PoolHeader) };
+    h.version = layout::FORMAT_VERSION + 1;
+    h.checksum = h.compute_checksum();
+    // SAFETY: as above.
+    unsafe { std::ptr::write_unaligned(b.as_mut_ptr() as *mut PoolHeader, h) };
+    let e = open_bytes(&b).err().unwrap();
+    assert!(matches!(e, PmError::NewerVersion { .. }), "{e}");
+    assert!(e.is_bad_pool());
+    // A corrupt directory entry.
+    let mut b = img.clone();
+    b[layout::HEADER_BYTES as usize + 100] ^= 0x10;
+    assert!(msg(&b).contains("directory entry 0"));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, .. ProptestConfig::default() })]
+
+    /// Any corruption of the metadata area or truncation gives an error or a pool
+    /// that passes its own checks — never a panic.
+    #[test]
+    fn corrupted_or_truncated_images_never_panic(
+        flips in proptest::collection::vec((0usize..32768, 1u8..=255), 1..8),
+        cut in proptest::option::of(0usize..(1 << 20)),
+    ) {
+        static IMG: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let img = IMG.get_or_init(|| valid_image(1 << 20));
+        let mut b = img.clone();
+        for (at, x) in flips {
+            b[at] ^= x;
+        }
+        if let Some(c) = cut {
+            b.truncate(c.max(1));
+        }
+        let r = std::panic::catch_unwind(|| {
+            if let Ok(pool) = open_bytes(&b) {
+                match SlotTable::open_or_create(&pool, "t", 16) {
+                    Ok(t) => {
+                        for i in 0..t.slots() {
+                            let _ = t.read(i);
+                        }
+                    }
+                    Err(e) => { let _ = e.to_string(); }
+                }
+            }
+        });
+        prop_assert!(r.is_ok(), "opening a corrupted image panicked");
+    }
+}
