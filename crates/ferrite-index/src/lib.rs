@@ -1,8 +1,10 @@
 //! Ferrite's ordered key-value indexes.
 
 pub mod kv;
+pub mod tree;
 
 pub use kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
+pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats};
 
 use ferrite_pm::CrashTarget;
 
