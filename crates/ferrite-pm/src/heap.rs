@@ -102,8 +102,28 @@ impl Drop for ThreadCache {
     }
 }
 
+/// Heap uids are unique counters, so they hash as themselves.
+#[derive(Default, Clone, Copy)]
+struct UidHasher(u64);
+
+impl std::hash::Hasher for UidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+type CacheMap = HashMap<u64, ThreadCache, std::hash::BuildHasherDefault<UidHasher>>;
+
 thread_local! {
-    static CACHES: RefCell<HashMap<u64, ThreadCache>> = RefCell::new(HashMap::new());
+    static CACHES: RefCell<CacheMap> = RefCell::new(CacheMap::default());
 }
 
 /// Where an object's blocks come from. Cloning shares the same heap.
@@ -367,13 +387,11 @@ impl Heap {
         CACHES.with(|m| {
             let mut m = m.borrow_mut();
             let uid = self.shared.uid;
-            if !m.contains_key(&uid) {
-                if m.len() >= 64 {
-                    m.retain(|_, c| c.heap.strong_count() > 0);
-                }
-                m.insert(uid, ThreadCache::new(&self.shared));
+            if m.len() >= 64 && !m.contains_key(&uid) {
+                m.retain(|_, c| c.heap.strong_count() > 0);
             }
-            f(m.get_mut(&uid).expect("just inserted"))
+            f(m.entry(uid)
+                .or_insert_with(|| ThreadCache::new(&self.shared)))
         })
     }
 
