@@ -1,0 +1,536 @@
+//! The load and run phases, as PiBench runs them: load `n` records, then run
+//! `p` operations on `t` threads picked by ratio and key distribution, timing a
+//! sampled fraction of operations and counting throughput every `sampling_ms`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use ferrite_index::{OrderedKv, WriteBatch};
+use ferrite_pm::persist::{self, PersistStats};
+
+use crate::workload::{IdGen, KeyCodec, Op, OpMix, Rng};
+use crate::{BenchError, Distribution, Result};
+
+/// What the load phase did.
+#[derive(Debug, Clone, Default)]
+pub struct LoadStats {
+    pub secs: f64,
+    pub records: u64,
+    /// Inserts that returned true (fewer than `records` only for keys < 8 bytes,
+    /// whose truncated ids can collide).
+    pub inserted: u64,
+    pub threads: usize,
+    /// Persist barriers and lines of the loading threads, summed.
+    pub persist: PersistStats,
+}
+
+/// One measured run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    pub mix: OpMix,
+    pub dist: Distribution,
+    pub ops: u64,
+    pub threads: usize,
+    pub scan_size: usize,
+    /// Fraction of operations whose latency is measured (0 = none).
+    pub latency_sampling: f64,
+    pub sampling_ms: u64,
+    pub seed: u64,
+    /// Stop early after this long (throughput is then ops done / time).
+    pub max_seconds: Option<f64>,
+}
+
+/// Latency percentiles in nanoseconds over the sampled operations.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Percentiles {
+    pub samples: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub p9999: f64,
+    pub p99999: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `v` (sorted in place); None when empty.
+    pub fn of(v: &mut [u64]) -> Option<Percentiles> {
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_unstable();
+        let at = |q: f64| {
+            let i = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+            v[i] as f64
+        };
+        Some(Percentiles {
+            samples: v.len() as u64,
+            p50: at(0.50),
+            p90: at(0.90),
+            p99: at(0.99),
+            p999: at(0.999),
+            p9999: at(0.9999),
+            p99999: at(0.99999),
+            max: v[v.len() - 1] as f64,
+        })
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default)]
+pub struct RunStats {
+    pub secs: f64,
+    pub ops: u64,
+    /// Operations of each kind issued: read, insert, update, remove, scan.
+    pub issued: [u64; 5],
+    /// Of those, how many found their key (read/update/remove), inserted a new
+    /// key, or returned at least one record (scan).
+    pub succeeded: [u64; 5],
+    /// Records returned by scans.
+    pub scanned: u64,
+    /// Reads that returned a value belonging to another key (must be 0).
+    pub wrong_values: u64,
+    pub latency: Option<Percentiles>,
+    /// Million operations per second in each `sampling_ms` interval.
+    pub samples: Vec<f64>,
+    pub persist: PersistStats,
+    /// True when `max_seconds` cut the run short.
+    pub stopped_early: bool,
+}
+
+impl RunStats {
+    pub fn mops(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.ops as f64 / self.secs / 1e6
+        } else {
+            0.0
+        }
+    }
+}
+
+fn op_index(op: Op) -> usize {
+    match op {
+        Op::Read => 0,
+        Op::Insert => 1,
+        Op::Update => 2,
+        Op::Remove => 3,
+        Op::Scan => 4,
+    }
+}
+
+/// Loads ids `0..records` (keys scrambled, so the order is random in key space)
+/// with `threads` threads, each taking every `threads`-th id. `batch` > 1 groups
+/// that many records into one [`WriteBatch`] (for stores where a commit per
+/// record would dominate). `progress` gets the running total now and then.
+pub fn load(
+    kv: &dyn OrderedKv,
+    codec: &KeyCodec,
+    records: u64,
+    threads: usize,
+    batch: usize,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<LoadStats> {
+    let threads = threads.max(1);
+    let done = AtomicU64::new(0);
+    let inserted = AtomicU64::new(0);
+    let first_err: Mutex<Option<BenchError>> = Mutex::new(None);
+    let failed = AtomicBool::new(false);
+    let total = Mutex::new(PersistStats::default());
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (done, inserted, first_err, failed, total) =
+                (&done, &inserted, &first_err, &failed, &total);
+            s.spawn(move || {
+                let before = persist::thread_stats();
+                let mut k = Vec::new();
+                let mut v = Vec::new();
+                let mut wb = WriteBatch::new();
+                let mut local = 0u64;
+                let mut id = t as u64;
+                let r: Result<()> = (|| {
+                    while id < records {
+                        if failed.load(Ordering::Relaxed) {
+                            return Ok(());
+                        }
+                        codec.key(id, &mut k);
+                        codec.value(id, 0, &mut v);
+                        if batch > 1 {
+                            wb.put(&k, &v);
+                            if wb.len() >= batch {
+                                kv.write_batch(&wb)?;
+                                inserted.fetch_add(wb.len() as u64, Ordering::Relaxed);
+                                wb.ops.clear();
+                            }
+                        } else if kv.insert(&k, &v)? {
+                            inserted.fetch_add(1, Ordering::Relaxed);
+                        }
+                        local += 1;
+                        if local.is_multiple_of(4096) {
+                            let d = done.fetch_add(4096, Ordering::Relaxed) + 4096;
+                            if t == 0 {
+                                progress(d);
+                            }
+                        }
+                        id += threads as u64;
+                    }
+                    if !wb.is_empty() {
+                        kv.write_batch(&wb)?;
+                        inserted.fetch_add(wb.len() as u64, Ordering::Relaxed);
+                    }
+                    Ok(())
+                })();
+                done.fetch_add(local % 4096, Ordering::Relaxed);
+                let c = persist::thread_stats().since(before);
+                let mut tot = total.lock().unwrap_or_else(|e| e.into_inner());
+                *tot = *tot + c;
+                if let Err(e) = r {
+                    failed.store(true, Ordering::Relaxed);
+                    first_err
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                }
+            });
+        }
+    });
+    let secs = t0.elapsed().as_secs_f64();
+    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    progress(records);
+    Ok(LoadStats {
+        secs,
+        records,
+        inserted: inserted.into_inner(),
+        threads,
+        persist: total.into_inner().unwrap_or_else(|e| e.into_inner()),
+    })
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Padded(AtomicU64);
+
+#[derive(Default)]
+struct WorkerOut {
+    issued: [u64; 5],
+    succeeded: [u64; 5],
+    scanned: u64,
+    wrong: u64,
+    lat: Vec<u64>,
+    persist: PersistStats,
+    done: u64,
+    end: Option<Instant>,
+    stopped: bool,
+}
+
+/// Runs `spec` against a store holding ids `0..key_space`. Inserts take fresh ids
+/// from `next_fresh` (shared across runs, so later runs never re-insert).
+pub fn run(
+    kv: &dyn OrderedKv,
+    codec: &KeyCodec,
+    key_space: u64,
+    next_fresh: &AtomicU64,
+    spec: &RunSpec,
+) -> Result<RunStats> {
+    spec.mix.validate()?;
+    let threads = spec.threads.max(1);
+    if spec.scan_size == 0 && spec.mix.scan > 0.0 {
+        return Err(BenchError::Options("--scan_size must be at least 1".into()));
+    }
+    if !(0.0..=1.0).contains(&spec.latency_sampling) {
+        return Err(BenchError::Options(
+            "--latency_sampling is a fraction between 0 and 1".into(),
+        ));
+    }
+    let gen = IdGen::new(key_space, spec.dist);
+    let counters: Vec<Padded> = (0..threads).map(|_| Padded::default()).collect();
+    let barrier = Barrier::new(threads + 1);
+    let failed = AtomicBool::new(false);
+    let first_err: Mutex<Option<BenchError>> = Mutex::new(None);
+    let (tx, rx) = mpsc::channel::<()>();
+    let mut outs: Vec<WorkerOut> = Vec::new();
+    let mut samples = Vec::new();
+    let check_values = codec.key_size >= 8 && codec.value_size >= 8;
+    let mut t0 = Instant::now();
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for t in 0..threads {
+            let quota =
+                spec.ops / threads as u64 + u64::from((t as u64) < spec.ops % threads as u64);
+            let (gen, counters, barrier, failed, first_err) =
+                (&gen, &counters, &barrier, &failed, &first_err);
+            let tx = tx.clone();
+            handles.push(s.spawn(move || {
+                let _tx = tx; // dropped when this worker ends: the sampler sees it
+                let mut o = WorkerOut::default();
+                let mut rng = Rng(spec.seed ^ (t as u64 + 1).wrapping_mul(0xA076_1D64_78BD_642F));
+                let mut k = Vec::with_capacity(codec.key_len());
+                let mut v = Vec::with_capacity(codec.value_size);
+                let mut out = Vec::with_capacity(codec.value_size.max(8));
+                let mut fresh = 0u64;
+                let mut fresh_end = 0u64;
+                let sample = spec.latency_sampling;
+                if sample > 0.0 {
+                    o.lat.reserve((quota as f64 * sample * 1.1) as usize + 16);
+                }
+                barrier.wait();
+                let start = Instant::now();
+                let deadline = spec.max_seconds.map(|s| start + Duration::from_secs_f64(s));
+                let before = persist::thread_stats();
+                let r: Result<()> = (|| {
+                    for i in 0..quota {
+                        if i % 256 == 255 {
+                            counters[t].0.store(i, Ordering::Relaxed);
+                            if failed.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            if deadline.is_some_and(|d| Instant::now() >= d) {
+                                o.stopped = true;
+                                break;
+                            }
+                        }
+                        let op = spec.mix.pick(rng.unit());
+                        let id = if op == Op::Insert {
+                            if fresh == fresh_end {
+                                fresh = next_fresh.fetch_add(1024, Ordering::Relaxed);
+                                fresh_end = fresh + 1024;
+                            }
+                            fresh += 1;
+                            fresh - 1
+                        } else {
+                            gen.next(&mut rng)
+                        };
+                        codec.key(id, &mut k);
+                        let timed = sample > 0.0 && rng.unit() < sample;
+                        let t_op = if timed { Some(Instant::now()) } else { None };
+                        let ok = match op {
+                            Op::Read => {
+                                let hit = kv.get_into(&k, &mut out)?;
+                                if hit && check_values && out.len() >= 8 {
+                                    let mut b = [0u8; 8];
+                                    b.copy_from_slice(&out[..8]);
+                                    let tag = u64::from_le_bytes(b) & ((1 << 56) - 1);
+                                    o.wrong += u64::from(tag != id & ((1 << 56) - 1));
+                                }
+                                hit
+                            }
+                            Op::Insert => {
+                                codec.value(id, 0, &mut v);
+                                kv.insert(&k, &v)?
+                            }
+                            Op::Update => {
+                                codec.value(id, 1 + (i % 200) as u8, &mut v);
+                                kv.update(&k, &v)?
+                            }
+                            Op::Remove => kv.remove(&k)?,
+                            Op::Scan => {
+                                let mut sum = 0usize;
+                                let n = kv.scan(&k, spec.scan_size, &mut |a, b| {
+                                    sum = sum.wrapping_add(a.len() + b.len());
+                                })?;
+                                std::hint::black_box(sum);
+                                o.scanned += n as u64;
+                                n > 0
+                            }
+                        };
+                        if let Some(t_op) = t_op {
+                            o.lat.push(t_op.elapsed().as_nanos() as u64);
+                        }
+                        let x = op_index(op);
+                        o.issued[x] += 1;
+                        o.succeeded[x] += u64::from(ok);
+                        o.done += 1;
+                    }
+                    Ok(())
+                })();
+                o.end = Some(Instant::now());
+                o.persist = persist::thread_stats().since(before);
+                counters[t].0.store(o.done, Ordering::Relaxed);
+                if let Err(e) = r {
+                    failed.store(true, Ordering::Relaxed);
+                    first_err
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get_or_insert(e);
+                }
+                o
+            }));
+        }
+        drop(tx);
+        barrier.wait();
+        t0 = Instant::now();
+        // Throughput sampler: wakes every sampling_ms until every worker is gone.
+        let every = Duration::from_millis(spec.sampling_ms.max(1));
+        let mut last = 0u64;
+        let mut last_t = t0;
+        while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+            let now = Instant::now();
+            let total: u64 = counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum();
+            let dt = now.duration_since(last_t).as_secs_f64();
+            samples.push((total - last) as f64 / dt / 1e6);
+            last = total;
+            last_t = now;
+        }
+        for h in handles {
+            match h.join() {
+                Ok(o) => outs.push(o),
+                Err(p) => std::panic::resume_unwind(p),
+            }
+        }
+    });
+    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    let end = outs.iter().filter_map(|o| o.end).max().unwrap_or(t0);
+    let mut st = RunStats {
+        secs: end.duration_since(t0).as_secs_f64(),
+        samples,
+        ..RunStats::default()
+    };
+    let mut lat = Vec::new();
+    for o in outs {
+        st.ops += o.done;
+        for i in 0..5 {
+            st.issued[i] += o.issued[i];
+            st.succeeded[i] += o.succeeded[i];
+        }
+        st.scanned += o.scanned;
+        st.wrong_values += o.wrong;
+        st.persist = st.persist + o.persist;
+        st.stopped_early |= o.stopped;
+        lat.extend(o.lat);
+    }
+    st.latency = Percentiles::of(&mut lat);
+    Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::BTreeMapKv;
+
+    fn spec(mix: OpMix, ops: u64, threads: usize) -> RunSpec {
+        RunSpec {
+            mix,
+            dist: Distribution::Uniform,
+            ops,
+            threads,
+            scan_size: 10,
+            latency_sampling: 0.5,
+            sampling_ms: 1000,
+            seed: 7,
+            max_seconds: None,
+        }
+    }
+
+    #[test]
+    fn load_inserts_every_record_with_several_threads() {
+        let kv = BTreeMapKv::new();
+        let c = KeyCodec::new(8, 8, "").unwrap();
+        let seen = AtomicU64::new(0);
+        let st = load(&kv, &c, 10_000, 2, 1, &|d| {
+            seen.fetch_max(d, Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(st.inserted, 10_000);
+        assert_eq!(kv.count(), 10_000);
+        assert_eq!(seen.load(Ordering::Relaxed), 10_000);
+        // The first key is 0 (eight zero bytes), as in PiBench.
+        assert!(kv.get(&[0u8; 8]).unwrap().is_some());
+    }
+
+    #[test]
+    fn batched_load_matches() {
+        let kv = BTreeMapKv::new();
+        let c = KeyCodec::new(16, 32, "p").unwrap();
+        let st = load(&kv, &c, 5_000, 1, 100, &|_| {}).unwrap();
+        assert_eq!(st.inserted, 5_000);
+        assert_eq!(kv.count(), 5_000);
+    }
+
+    #[test]
+    fn reads_hit_loaded_keys_and_values_match() {
+        let kv = BTreeMapKv::new();
+        let c = KeyCodec::new(8, 8, "").unwrap();
+        load(&kv, &c, 5_000, 1, 1, &|_| {}).unwrap();
+        let fresh = AtomicU64::new(5_000);
+        let st = run(
+            &kv,
+            &c,
+            5_000,
+            &fresh,
+            &spec(OpMix::only(Op::Read), 20_000, 2),
+        )
+        .unwrap();
+        assert_eq!(st.ops, 20_000);
+        assert_eq!(st.issued[0], 20_000);
+        assert_eq!(st.succeeded[0], 20_000);
+        assert_eq!(st.wrong_values, 0);
+        let l = st.latency.unwrap();
+        assert!(l.samples > 5_000 && l.p50 <= l.p99 && l.p99 <= l.max);
+    }
+
+    #[test]
+    fn inserts_use_fresh_keys_and_all_succeed() {
+        let kv = BTreeMapKv::new();
+        let c = KeyCodec::new(8, 8, "").unwrap();
+        load(&kv, &c, 1_000, 1, 1, &|_| {}).unwrap();
+        let fresh = AtomicU64::new(1_000);
+        let st = run(
+            &kv,
+            &c,
+            1_000,
+            &fresh,
+            &spec(OpMix::only(Op::Insert), 3_000, 2),
+        )
+        .unwrap();
+        assert_eq!(st.succeeded[1], 3_000);
+        assert_eq!(kv.count(), 4_000);
+    }
+
+    #[test]
+    fn mixed_run_counts_every_kind() {
+        let kv = BTreeMapKv::new();
+        let c = KeyCodec::new(8, 8, "").unwrap();
+        load(&kv, &c, 2_000, 1, 1, &|_| {}).unwrap();
+        let fresh = AtomicU64::new(2_000);
+        let mix = OpMix {
+            read: 0.2,
+            insert: 0.2,
+            update: 0.2,
+            remove: 0.2,
+            scan: 0.2,
+        };
+        let st = run(&kv, &c, 2_000, &fresh, &spec(mix, 10_000, 2)).unwrap();
+        assert_eq!(st.issued.iter().sum::<u64>(), 10_000);
+        assert!(st.issued.iter().all(|&n| n > 1_000));
+        assert!(st.scanned > 0);
+        let expect = 2_000 + st.succeeded[1] - st.succeeded[3];
+        assert_eq!(kv.count() as u64, expect);
+    }
+
+    #[test]
+    fn bad_ratios_are_rejected() {
+        let kv = BTreeMapKv::new();
+        let c = KeyCodec::new(8, 8, "").unwrap();
+        let fresh = AtomicU64::new(0);
+        let mut m = OpMix::only(Op::Read);
+        m.insert = 0.5;
+        assert!(run(&kv, &c, 10, &fresh, &spec(m, 10, 1)).is_err());
+    }
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let mut v: Vec<u64> = (1..=1000).rev().collect();
+        let p = Percentiles::of(&mut v).unwrap();
+        assert_eq!(p.p50, 500.0);
+        assert_eq!(p.p90, 900.0);
+        assert_eq!(p.p99, 990.0);
+        assert_eq!(p.max, 1000.0);
+        assert!(Percentiles::of(&mut []).is_none());
+    }
+}

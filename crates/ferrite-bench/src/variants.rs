@@ -1,0 +1,237 @@
+//! The indexes `ferrite bench` can compare, by name, each created fresh with its
+//! files in the pool directory (removed when the [`Instance`] is dropped).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ferrite_index::OrderedKv;
+
+use crate::baselines::{BTreeMapKv, RedbKv};
+use crate::{BenchError, Result};
+
+/// Every variant name `--index` / `--compare` accept.
+pub const VARIANTS: &[&str] = &["ferrite", "ferrite-dram", "btreemap", "redb", "redb-nosync"];
+
+/// The default comparison of `ferrite bench`.
+pub const DEFAULT_COMPARE: &[&str] = &["ferrite", "ferrite-dram", "btreemap", "redb"];
+
+/// redb commit durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RedbMode {
+    /// `Durability::Immediate`: fsync at every commit (variant `redb`).
+    Immediate,
+    /// `Durability::None`: no fsync (variant `redb-nosync`), not crash-safe.
+    None,
+}
+
+/// Where and how big.
+#[derive(Debug, Clone)]
+pub struct VariantConfig {
+    /// Directory for temporary pools and database files (`/dev/shm` by default).
+    pub pool_dir: PathBuf,
+    /// PiBench's `--pool_path`: a pool file to use (kept afterwards) instead of a
+    /// temporary one.
+    pub pool_path: Option<PathBuf>,
+    /// PiBench's `--pool_size` (bytes); 0 = sized from the record count.
+    pub pool_size: u64,
+    /// Records that will be in the index at most (load + inserts), for sizing.
+    pub max_records: u64,
+    pub key_len: usize,
+    pub value_size: usize,
+    /// Open an existing pool at `pool_path` instead of creating one (`--skip_load`).
+    pub reopen: bool,
+    /// Records per write transaction while loading redb (1 = a commit per record).
+    pub redb_load_batch: usize,
+}
+
+impl VariantConfig {
+    /// A pool size generous enough for `max_records` records of this shape
+    /// (tmpfs pages are only used when touched, so oversizing costs nothing).
+    pub fn pool_bytes(&self) -> u64 {
+        if self.pool_size > 0 {
+            return self.pool_size;
+        }
+        let per = (self.key_len + self.value_size) as u64 * 2 + 96;
+        (self.max_records * per * 2 + (256 << 20)).next_multiple_of(1 << 20)
+    }
+}
+
+/// DRAM and PM in use, and how each was measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MemoryReport {
+    pub dram_bytes: Option<u64>,
+    pub pm_bytes: Option<u64>,
+    /// `index` (the index's own accounting) or `rss-anon` (growth of the
+    /// process's anonymous resident memory since the instance was created).
+    pub dram_source: &'static str,
+    /// `index`, `file` (database file size) or `-`.
+    pub pm_source: &'static str,
+}
+
+type MemFn = Box<dyn Fn() -> MemoryReport + Send + Sync>;
+
+/// One opened index plus what it needs to stay alive and be cleaned up.
+pub struct Instance {
+    pub kv: Arc<dyn OrderedKv>,
+    pub name: String,
+    /// What a completed operation survives, in words, for the report.
+    pub durability: String,
+    /// Records per batch while loading (1 = one insert per record).
+    pub load_batch: usize,
+    memory: MemFn,
+    files: Vec<PathBuf>,
+    /// Holds the pool (if any) until after the index is dropped.
+    _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl Instance {
+    pub fn memory(&self) -> MemoryReport {
+        (self.memory)()
+    }
+
+    /// Files this instance created and removes when dropped.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
+/// Anonymous resident memory of this process (heap, not mapped files), from
+/// `/proc/self/status`; None where that file does not exist.
+pub fn rss_anon_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+fn rss_growth_since() -> impl Fn() -> Option<u64> + Send + Sync {
+    let base = rss_anon_bytes();
+    move || Some(rss_anon_bytes()?.saturating_sub(base?))
+}
+
+fn temp_path(dir: &Path, tag: &str, ext: &str) -> PathBuf {
+    dir.join(format!("ferrite-bench-{tag}-{}.{ext}", std::process::id()))
+}
+
+/// Opens the variant called `name`.
+pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
+    match name {
+        "btreemap" => {
+            let growth = rss_growth_since();
+            let kv = Arc::new(BTreeMapKv::new());
+            Ok(Instance {
+                kv,
+                name: name.into(),
+                durability: "volatile (DRAM, gone with the process)".into(),
+                load_batch: 1,
+                memory: Box::new(move || MemoryReport {
+                    dram_bytes: growth(),
+                    pm_bytes: None,
+                    dram_source: "rss-anon",
+                    pm_source: "-",
+                }),
+                files: Vec::new(),
+                _keep: None,
+            })
+        }
+        "redb" | "redb-nosync" => {
+            let mode = if name == "redb" {
+                RedbMode::Immediate
+            } else {
+                RedbMode::None
+            };
+            let path = temp_path(&cfg.pool_dir, name, "redb");
+            let growth = rss_growth_since();
+            let d = match mode {
+                RedbMode::Immediate => redb::Durability::Immediate,
+                RedbMode::None => redb::Durability::None,
+            };
+            let kv = Arc::new(RedbKv::create(&path, d, name)?);
+            let durability = format!(
+                "{}; file in {} (load: {} records per transaction)",
+                kv.durability_text(),
+                cfg.pool_dir.display(),
+                cfg.redb_load_batch
+            );
+            let k2 = kv.clone();
+            Ok(Instance {
+                kv,
+                name: name.into(),
+                durability,
+                load_batch: cfg.redb_load_batch.max(1),
+                memory: Box::new(move || MemoryReport {
+                    dram_bytes: growth(),
+                    pm_bytes: Some(k2.file_bytes()),
+                    dram_source: "rss-anon",
+                    pm_source: "file",
+                }),
+                files: vec![path],
+                _keep: None,
+            })
+        }
+        "ferrite" | "ferrite-dram" => open_ferrite(name, cfg),
+        other => Err(BenchError::UnknownVariant(other.into())),
+    }
+}
+
+fn open_ferrite(name: &str, _cfg: &VariantConfig) -> Result<Instance> {
+    Err(BenchError::Unavailable {
+        name: name.into(),
+        why: "ferrite_index::FerriteIndex has not landed yet".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> VariantConfig {
+        VariantConfig {
+            pool_dir: std::env::temp_dir(),
+            pool_path: None,
+            pool_size: 0,
+            max_records: 1000,
+            key_len: 8,
+            value_size: 8,
+            reopen: false,
+            redb_load_batch: 100,
+        }
+    }
+
+    #[test]
+    fn unknown_names_are_errors() {
+        assert!(matches!(
+            open_variant("nope", &cfg()),
+            Err(BenchError::UnknownVariant(_))
+        ));
+    }
+
+    #[test]
+    fn redb_files_are_removed_on_drop() {
+        let inst = open_variant("redb-nosync", &cfg()).unwrap();
+        inst.kv.insert(b"k", b"v").unwrap();
+        let f = inst.files()[0].clone();
+        assert!(f.exists());
+        assert!(inst.memory().pm_bytes.unwrap() > 0);
+        drop(inst);
+        assert!(!f.exists());
+    }
+
+    #[test]
+    fn pool_size_grows_with_records() {
+        let mut c = cfg();
+        let small = c.pool_bytes();
+        c.max_records = 10_000_000;
+        assert!(c.pool_bytes() > small);
+        c.pool_size = 1 << 30;
+        assert_eq!(c.pool_bytes(), 1 << 30);
+    }
+}
