@@ -129,6 +129,9 @@ pub(crate) struct PoolInner {
     pub(crate) open_heaps: Mutex<HashSet<u16>>,
     dir_lock: Mutex<()>,
     open_report: OpenReport,
+    /// First write-back failure (msync mode): once set, durability can no longer
+    /// be promised and every metadata write fails with it.
+    io_failure: Mutex<Option<String>>,
 }
 
 // SAFETY: the mapping is shared memory whose concurrent use is governed by the
@@ -446,6 +449,7 @@ impl Pool {
                 open_heaps: Mutex::new(HashSet::new()),
                 dir_lock: Mutex::new(()),
                 open_report: OpenReport::default(),
+                io_failure: Mutex::new(None),
             }),
         }
     }
@@ -905,10 +909,44 @@ impl Pool {
 
     pub(crate) fn writable(&self) -> Result<()> {
         if self.inner.read_only {
-            Err(PmError::Invalid("the pool is open read-only".into()))
-        } else {
-            Ok(())
+            return Err(PmError::Invalid("the pool is open read-only".into()));
         }
+        self.health()
+    }
+
+    fn record_io_failure(&self, msg: String) {
+        let mut f = self
+            .inner
+            .io_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if f.is_none() {
+            *f = Some(msg);
+        }
+    }
+
+    /// `Err` once a write-back to the device has failed (msync mode): data
+    /// written since may not be durable, so the pool refuses further metadata
+    /// writes (object creation, root updates, chunk claims) with this error.
+    pub fn health(&self) -> Result<()> {
+        match &*self
+            .inner
+            .io_failure
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+        {
+            None => Ok(()),
+            Some(m) => Err(PmError::io(
+                self.inner.path.clone().unwrap_or_default(),
+                std::io::Error::other(m.clone()),
+            )),
+        }
+    }
+
+    /// Simulates a device failure (tests of the failure path).
+    #[doc(hidden)]
+    pub fn inject_io_failure(&self, msg: &str) {
+        self.record_io_failure(msg.to_string());
     }
 
     /// All objects of the root directory.

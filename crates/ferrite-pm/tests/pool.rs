@@ -352,3 +352,16 @@ proptest! {
         prop_assert!(r.is_ok(), "opening a corrupted image panicked");
     }
 }
+
+#[test]
+fn a_failed_write_back_makes_the_pool_refuse_metadata_writes() {
+    let pool = Pool::create_volatile(1 << 20, &opts()).unwrap();
+    let id = pool.create_object("a", "t").unwrap();
+    assert!(pool.health().is_ok());
+    pool.inject_io_failure("msync failed: EIO");
+    let e = pool.set_root(id, 0, 1).unwrap_err();
+    assert!(e.to_string().contains("EIO"), "{e}");
+    assert!(pool.create_object("b", "t").is_err());
+    assert!(pool.open_heap(id, |_| Ok(())).is_err());
+    assert!(pool.health().is_err());
+}
