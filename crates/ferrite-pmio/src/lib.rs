@@ -13,6 +13,9 @@
 
 pub mod error;
 pub mod log;
+pub mod inplace;
+pub mod interleave;
+pub mod page;
 mod region;
 
 pub use error::{PmioError, Result};
