@@ -14,7 +14,10 @@ use crate::CrashTarget;
 
 /// The PM layer's crash-test targets.
 pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    vec![("allocator", allocator_target as CrashTarget)]
+    vec![
+        ("allocator", allocator_target as CrashTarget),
+        ("directory", directory_target as CrashTarget),
+    ]
 }
 
 /// Type name of [`SlotTable`] objects in the root directory.
@@ -484,4 +487,120 @@ pub fn allocator_default_config() -> CrashConfig {
         ops: 1400,
         ..CrashConfig::default()
     }
+}
+
+/// Operations of the directory workload.
+#[derive(Debug, Clone)]
+pub enum DirOp {
+    /// Create table `name` (if absent) and publish `version` in slot 0.
+    Publish { name: usize, version: u64 },
+    /// Delete table `name` and free its chunks.
+    Delete { name: usize },
+}
+
+const DIR_NAMES: usize = 6;
+
+fn dir_name(i: usize) -> String {
+    format!("table-{i}")
+}
+
+/// Creates, fills and deletes objects: crash points fall inside object creation
+/// and deletion as well as chunk claims and releases.
+pub fn directory_workload(cfg: &CrashConfig, pool: &Pool, j: &JournalHandle<DirOp>) -> std::result::Result<(), String> {
+    let mut rng = SplitMix(cfg.seed ^ 0xd1);
+    let mut exists = [false; DIR_NAMES];
+    for version in 1..=cfg.ops as u64 {
+        let name = rng.below(DIR_NAMES as u64) as usize;
+        if exists[name] && rng.below(3) == 0 {
+            j.begin(DirOp::Delete { name });
+            pool.delete_object(&dir_name(name)).map_err(|e| e.to_string())?;
+            exists[name] = false;
+        } else {
+            j.begin(DirOp::Publish { name, version });
+            let t = SlotTable::open_or_create(pool, &dir_name(name), 4).map_err(|e| e.to_string())?;
+            let len = LENS[rng.below(LENS.len() as u64) as usize];
+            match t.publish(0, version, len) {
+                Ok(()) => exists[name] = true,
+                Err(PmError::PoolFull { .. }) => {
+                    j.abandon();
+                    continue;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        j.ack();
+    }
+    Ok(())
+}
+
+/// Every acknowledged table exists with its last version, every acknowledged
+/// deletion is gone, and the pool's chunks are all accounted for.
+pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<(), String> {
+    let mut want: [Option<u64>; DIR_NAMES] = [None; DIR_NAMES];
+    for op in &j.acked {
+        match *op {
+            DirOp::Publish { name, version } => want[name] = Some(version),
+            DirOp::Delete { name } => want[name] = None,
+        }
+    }
+    let mut tables = Vec::new();
+    for (name, w) in want.iter().enumerate() {
+        let in_flight = match &j.in_flight {
+            Some(DirOp::Publish { name: n, version }) if *n == name => Some(Some(*version)),
+            Some(DirOp::Delete { name: n }) if *n == name => Some(None),
+            _ => None,
+        };
+        let found = match pool.object(&dir_name(name), SLOT_TABLE_TYPE) {
+            Err(PmError::NoSuchObject(_)) => None,
+            Err(e) => return Err(e.to_string()),
+            Ok(_) => {
+                let t = SlotTable::open_or_create(&pool, &dir_name(name), 4).map_err(|e| e.to_string())?;
+                let v = t.read(0)?.map(|v| v.version);
+                tables.push(t);
+                // A table created by the in-flight op may exist without a block yet.
+                Some(v)
+            }
+        };
+        let ok = match (found, w) {
+            (None, None) => true,
+            (Some(Some(v)), Some(x)) if v == *x => true,
+            _ => false,
+        };
+        let ok_in_flight = match (found, in_flight) {
+            (Some(Some(v)), Some(Some(x))) => v == x,
+            (Some(None), Some(Some(_))) => true, // created, block not yet published
+            (Some(v), Some(None)) => v == *w,   // deletion had not happened
+            (None, Some(None)) => true,
+            (None, Some(Some(_))) => w.is_none(),
+            _ => false,
+        };
+        if !ok && !ok_in_flight {
+            return Err(format!("{}: found {found:?}, acknowledged {w:?}", dir_name(name)));
+        }
+    }
+    let owners = pool.chunks_by_owner();
+    let objects = pool.objects();
+    if let Some((id, _)) = owners.iter().find(|(id, _)| !objects.iter().any(|o| o.id == *id)) {
+        return Err(format!("chunks of deleted object {id:?} survived recovery"));
+    }
+    if let Some(t) = tables.first() {
+        let mut live = Vec::new();
+        for off in [t.root, t.slot(0)] {
+            if off != 0 {
+                live.push((off, t.heap.block_size(off).unwrap_or(0) as u64));
+            }
+        }
+        exhaust_and_account(&pool, &t.heap, live)?;
+    }
+    Ok(())
+}
+
+fn directory_target(cfg: &CrashConfig) -> Result<CrashReport> {
+    let mut c = cfg.clone();
+    if c.ops == CrashConfig::default().ops {
+        c.ops = 620;
+    }
+    c.chunk_size = layout::MIN_CHUNK;
+    let w = c.clone();
+    explore("directory", &c, move |p, j| directory_workload(&w, p, j), directory_check)
 }
