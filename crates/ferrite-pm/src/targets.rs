@@ -506,18 +506,24 @@ fn dir_name(i: usize) -> String {
 
 /// Creates, fills and deletes objects: crash points fall inside object creation
 /// and deletion as well as chunk claims and releases.
-pub fn directory_workload(cfg: &CrashConfig, pool: &Pool, j: &JournalHandle<DirOp>) -> std::result::Result<(), String> {
+pub fn directory_workload(
+    cfg: &CrashConfig,
+    pool: &Pool,
+    j: &JournalHandle<DirOp>,
+) -> std::result::Result<(), String> {
     let mut rng = SplitMix(cfg.seed ^ 0xd1);
     let mut exists = [false; DIR_NAMES];
     for version in 1..=cfg.ops as u64 {
         let name = rng.below(DIR_NAMES as u64) as usize;
         if exists[name] && rng.below(3) == 0 {
             j.begin(DirOp::Delete { name });
-            pool.delete_object(&dir_name(name)).map_err(|e| e.to_string())?;
+            pool.delete_object(&dir_name(name))
+                .map_err(|e| e.to_string())?;
             exists[name] = false;
         } else {
             j.begin(DirOp::Publish { name, version });
-            let t = SlotTable::open_or_create(pool, &dir_name(name), 4).map_err(|e| e.to_string())?;
+            let t =
+                SlotTable::open_or_create(pool, &dir_name(name), 4).map_err(|e| e.to_string())?;
             let len = LENS[rng.below(LENS.len() as u64) as usize];
             match t.publish(0, version, len) {
                 Ok(()) => exists[name] = true,
@@ -554,7 +560,8 @@ pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<()
             Err(PmError::NoSuchObject(_)) => None,
             Err(e) => return Err(e.to_string()),
             Ok(_) => {
-                let t = SlotTable::open_or_create(&pool, &dir_name(name), 4).map_err(|e| e.to_string())?;
+                let t = SlotTable::open_or_create(&pool, &dir_name(name), 4)
+                    .map_err(|e| e.to_string())?;
                 let v = t.read(0)?.map(|v| v.version);
                 tables.push(t);
                 // A table created by the in-flight op may exist without a block yet.
@@ -569,18 +576,24 @@ pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<()
         let ok_in_flight = match (found, in_flight) {
             (Some(Some(v)), Some(Some(x))) => v == x,
             (Some(None), Some(Some(_))) => true, // created, block not yet published
-            (Some(v), Some(None)) => v == *w,   // deletion had not happened
+            (Some(v), Some(None)) => v == *w,    // deletion had not happened
             (None, Some(None)) => true,
             (None, Some(Some(_))) => w.is_none(),
             _ => false,
         };
         if !ok && !ok_in_flight {
-            return Err(format!("{}: found {found:?}, acknowledged {w:?}", dir_name(name)));
+            return Err(format!(
+                "{}: found {found:?}, acknowledged {w:?}",
+                dir_name(name)
+            ));
         }
     }
     let owners = pool.chunks_by_owner();
     let objects = pool.objects();
-    if let Some((id, _)) = owners.iter().find(|(id, _)| !objects.iter().any(|o| o.id == *id)) {
+    if let Some((id, _)) = owners
+        .iter()
+        .find(|(id, _)| !objects.iter().any(|o| o.id == *id))
+    {
         return Err(format!("chunks of deleted object {id:?} survived recovery"));
     }
     if let Some(t) = tables.first() {
@@ -602,5 +615,10 @@ fn directory_target(cfg: &CrashConfig) -> Result<CrashReport> {
     }
     c.chunk_size = layout::MIN_CHUNK;
     let w = c.clone();
-    explore("directory", &c, move |p, j| directory_workload(&w, p, j), directory_check)
+    explore(
+        "directory",
+        &c,
+        move |p, j| directory_workload(&w, p, j),
+        directory_check,
+    )
 }

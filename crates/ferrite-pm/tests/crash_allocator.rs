@@ -38,7 +38,11 @@ fn sampled_exploration_tests_the_requested_number_of_points() {
 
 #[test]
 fn object_creation_and_deletion_survive_a_crash_at_every_fence() {
-    let target = crash_targets().into_iter().find(|t| t.0 == "directory").unwrap().1;
+    let target = crash_targets()
+        .into_iter()
+        .find(|t| t.0 == "directory")
+        .unwrap()
+        .1;
     let r = target(&ferrite_pm::CrashConfig::default()).unwrap();
     eprintln!("{r:?}");
     assert_eq!(r.violations, 0, "{:#?}", r.examples);
