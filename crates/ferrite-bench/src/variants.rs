@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ferrite_index::OrderedKv;
+use ferrite_index::{FerriteIndex, OrderedKv};
+use ferrite_pm::{Pool, PoolOptions};
 
 use crate::baselines::{BTreeMapKv, RedbKv};
 use crate::{BenchError, Result};
@@ -61,8 +62,8 @@ impl VariantConfig {
 pub struct MemoryReport {
     pub dram_bytes: Option<u64>,
     pub pm_bytes: Option<u64>,
-    /// `index` (the index's own accounting) or `rss-anon` (growth of the
-    /// process's anonymous resident memory since the instance was created).
+    /// `index` (the index's own accounting) or `malloc` (growth of the bytes
+    /// the allocator has handed out since the instance was created).
     pub dram_source: &'static str,
     /// `index`, `file` (database file size) or `-`.
     pub pm_source: &'static str,
@@ -79,6 +80,8 @@ pub struct Instance {
     /// Records per batch while loading (1 = one insert per record).
     pub load_batch: usize,
     memory: MemFn,
+    /// What opening found (e.g. the rebuild after a reopen).
+    pub notes: Vec<String>,
     files: Vec<PathBuf>,
     /// Holds the pool (if any) until after the index is dropped.
     _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -103,18 +106,31 @@ impl Drop for Instance {
     }
 }
 
-/// Anonymous resident memory of this process (heap, not mapped files), from
-/// `/proc/self/status`; None where that file does not exist.
-pub fn rss_anon_bytes() -> Option<u64> {
+/// Bytes the process's allocator has handed out and not taken back (glibc's
+/// `mallinfo2`: small blocks plus mmapped ones, all arenas). Unlike resident
+/// memory it drops when memory is freed, so one variant's leftovers do not
+/// count against the next.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn heap_in_use_bytes() -> Option<u64> {
+    // SAFETY: mallinfo2 only reads allocator statistics (it takes the arena
+    // locks itself) and returns a plain struct by value.
+    let m = unsafe { libc::mallinfo2() };
+    Some((m.uordblks + m.hblkhd) as u64)
+}
+
+/// Anonymous resident memory (`RssAnon` in `/proc/self/status`) where glibc's
+/// allocator statistics are not available.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap_in_use_bytes() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }
 
-fn rss_growth_since() -> impl Fn() -> Option<u64> + Send + Sync {
-    let base = rss_anon_bytes();
-    move || Some(rss_anon_bytes()?.saturating_sub(base?))
+fn heap_growth_since() -> impl Fn() -> Option<u64> + Send + Sync {
+    let base = heap_in_use_bytes();
+    move || Some(heap_in_use_bytes()?.saturating_sub(base?))
 }
 
 fn temp_path(dir: &Path, tag: &str, ext: &str) -> PathBuf {
@@ -125,7 +141,7 @@ fn temp_path(dir: &Path, tag: &str, ext: &str) -> PathBuf {
 pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
     match name {
         "btreemap" => {
-            let growth = rss_growth_since();
+            let growth = heap_growth_since();
             let kv = Arc::new(BTreeMapKv::new());
             Ok(Instance {
                 kv,
@@ -135,9 +151,10 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 memory: Box::new(move || MemoryReport {
                     dram_bytes: growth(),
                     pm_bytes: None,
-                    dram_source: "rss-anon",
+                    dram_source: "malloc",
                     pm_source: "-",
                 }),
+                notes: Vec::new(),
                 files: Vec::new(),
                 _keep: None,
             })
@@ -149,7 +166,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 RedbMode::None
             };
             let path = temp_path(&cfg.pool_dir, name, "redb");
-            let growth = rss_growth_since();
+            let growth = heap_growth_since();
             let d = match mode {
                 RedbMode::Immediate => redb::Durability::Immediate,
                 RedbMode::None => redb::Durability::None,
@@ -170,9 +187,10 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 memory: Box::new(move || MemoryReport {
                     dram_bytes: growth(),
                     pm_bytes: Some(k2.file_bytes()),
-                    dram_source: "rss-anon",
+                    dram_source: "malloc",
                     pm_source: "file",
                 }),
+                notes: Vec::new(),
                 files: vec![path],
                 _keep: None,
             })
@@ -182,10 +200,84 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
     }
 }
 
-fn open_ferrite(name: &str, _cfg: &VariantConfig) -> Result<Instance> {
-    Err(BenchError::Unavailable {
+fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
+    if name == "ferrite-dram" {
+        let idx = Arc::new(FerriteIndex::volatile(cfg.pool_bytes())?);
+        let i2 = idx.clone();
+        return Ok(Instance {
+            kv: idx,
+            name: name.into(),
+            durability: "volatile: the same index in DRAM, no write-back or fences".into(),
+            load_batch: 1,
+            memory: Box::new(move || {
+                let m = i2.memory_usage();
+                // Leaves live in DRAM too in volatile mode.
+                MemoryReport {
+                    dram_bytes: Some(m.dram_bytes + m.pm_bytes),
+                    pm_bytes: Some(0),
+                    dram_source: "index",
+                    pm_source: "index",
+                }
+            }),
+            notes: Vec::new(),
+            files: Vec::new(),
+            _keep: None,
+        });
+    }
+    let (path, temporary) = match &cfg.pool_path {
+        Some(p) => (p.clone(), false),
+        None => (temp_path(&cfg.pool_dir, name, "pool"), true),
+    };
+    let opts = PoolOptions::default();
+    let pool = if cfg.reopen {
+        Pool::open(&path, &opts)?
+    } else {
+        if temporary {
+            let _ = std::fs::remove_file(&path);
+        } else if path.exists() {
+            return Err(BenchError::Options(format!(
+                "{} exists: pass --skip_load to benchmark the index in it, or remove it",
+                path.display()
+            )));
+        }
+        Pool::create(&path, cfg.pool_bytes(), &opts)?
+    };
+    let idx = Arc::new(FerriteIndex::open_or_create(&pool, "pibench")?);
+    let mut notes = Vec::new();
+    if cfg.reopen {
+        let r = idx.rebuild_stats();
+        notes.push(format!(
+            "ferrite: reopened {}: rebuilt {} keys in {} leaves in {:.1} ms",
+            path.display(),
+            r.keys,
+            r.leaves,
+            r.duration.as_secs_f64() * 1e3
+        ));
+    }
+    let durability = format!(
+        "pool {} ({}): {}",
+        path.display(),
+        pool.durability().name(),
+        pool.durability().describe()
+    );
+    let i2 = idx.clone();
+    Ok(Instance {
+        kv: idx,
         name: name.into(),
-        why: "ferrite_index::FerriteIndex has not landed yet".into(),
+        durability,
+        load_batch: 1,
+        memory: Box::new(move || {
+            let m = i2.memory_usage();
+            MemoryReport {
+                dram_bytes: Some(m.dram_bytes),
+                pm_bytes: Some(m.pm_bytes),
+                dram_source: "index",
+                pm_source: "index",
+            }
+        }),
+        notes,
+        files: if temporary { vec![path] } else { Vec::new() },
+        _keep: Some(Box::new(pool)),
     })
 }
 
@@ -223,6 +315,22 @@ mod tests {
         assert!(inst.memory().pm_bytes.unwrap() > 0);
         drop(inst);
         assert!(!f.exists());
+    }
+
+    #[test]
+    fn every_variant_opens_and_works() {
+        for name in VARIANTS {
+            let inst = open_variant(name, &cfg()).unwrap();
+            assert!(inst.kv.insert(&0u64.to_be_bytes(), b"zero").unwrap());
+            assert_eq!(
+                inst.kv.get(&[0u8; 8]).unwrap().as_deref(),
+                Some(&b"zero"[..])
+            );
+            assert!(!inst.durability.is_empty());
+            let files = inst.files().to_vec();
+            drop(inst);
+            assert!(files.iter().all(|f| !f.exists()), "{name} left files");
+        }
     }
 
     #[test]

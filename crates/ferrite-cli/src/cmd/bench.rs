@@ -1,16 +1,36 @@
 //! `ferrite bench`: the PiBench-compatible index benchmark, and the dispatcher
 //! of the other benchmark families.
+//!
+//! With no subcommand it loads `-n` records into each index named by `--index`
+//! or `--compare` and runs PiBench-style operations on identical workloads. The
+//! flags keep PiBench's names so a PiBench command line carries over.
 
-use anyhow::{bail, Result};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use ferrite_bench::variants::DEFAULT_COMPARE;
+use ferrite_bench::{
+    load, open_variant, run as run_workload, Distribution, KeyCodec, Op, OpMix, RunSpec,
+    VariantConfig,
+};
+use ferrite_pm::persist;
+use ferrite_report::{chart, BenchResult, Report};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
 
 use super::{elf, pmio};
+use crate::util::{human, parse_size};
 
 #[derive(Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
     #[command(subcommand)]
     pub what: Option<BenchWhat>,
+    #[command(flatten)]
+    pub index: Box<IndexBenchArgs>,
 }
 
 #[derive(Subcommand)]
@@ -31,6 +51,111 @@ pub enum BenchWhat {
     Elf(elf::ElfBenchArgs),
 }
 
+/// The index benchmark's flags: PiBench's names (`-n -p -t -k -v -f -r -i -u -d
+/// -s --scan_size --distribution --skew --seed --latency_sampling --sampling_ms
+/// --pool_path --pool_size --skip_load`) plus Ferrite's comparison options.
+#[derive(Args, Debug)]
+pub struct IndexBenchArgs {
+    /// Records to load
+    #[arg(short = 'n', long = "records", default_value_t = 1_000_000)]
+    pub records: u64,
+    /// Operations per run
+    #[arg(short = 'p', long = "operations", default_value_t = 1_000_000)]
+    pub operations: u64,
+    /// Worker threads; a comma list (e.g. 1,2) runs each count
+    #[arg(
+        short = 't',
+        long = "threads",
+        value_delimiter = ',',
+        default_value = "1"
+    )]
+    pub threads: Vec<usize>,
+    /// Key size in bytes (8 = big-endian integers; 16 and more = string keys)
+    #[arg(short = 'k', long = "key_size", default_value_t = 8)]
+    pub key_size: usize,
+    /// Value size in bytes
+    #[arg(short = 'v', long = "value_size", default_value_t = 8)]
+    pub value_size: usize,
+    /// Prefix of every key
+    #[arg(short = 'f', long = "key_prefix", default_value = "")]
+    pub key_prefix: String,
+    /// Lookup ratio (default: 1 minus the other ratios)
+    #[arg(short = 'r', long = "read_ratio")]
+    pub read_ratio: Option<f64>,
+    /// Insert ratio
+    #[arg(short = 'i', long = "insert_ratio")]
+    pub insert_ratio: Option<f64>,
+    /// Update ratio
+    #[arg(short = 'u', long = "update_ratio")]
+    pub update_ratio: Option<f64>,
+    /// Remove ratio
+    #[arg(short = 'd', long = "remove_ratio")]
+    pub remove_ratio: Option<f64>,
+    /// Scan ratio
+    #[arg(short = 's', long = "scan_ratio")]
+    pub scan_ratio: Option<f64>,
+    /// Records per scan
+    #[arg(long = "scan_size", default_value_t = 100)]
+    pub scan_size: usize,
+    /// Key distribution: UNIFORM, ZIPFIAN or SELFSIMILAR
+    #[arg(long = "distribution", default_value = "UNIFORM")]
+    pub distribution: String,
+    /// Skew (zipfian θ, default 0.99; selfsimilar h, default 0.2)
+    #[arg(long = "skew")]
+    pub skew: Option<f64>,
+    /// Random seed
+    #[arg(long = "seed", default_value_t = 1729)]
+    pub seed: u64,
+    /// Fraction of operations whose latency is timed (PiBench's default is 0;
+    /// Ferrite's is 0.1 so the table has percentiles)
+    #[arg(long = "latency_sampling", default_value_t = 0.1)]
+    pub latency_sampling: f64,
+    /// Throughput sample interval in milliseconds
+    #[arg(long = "sampling_ms", default_value_t = 1000)]
+    pub sampling_ms: u64,
+    /// Pool file for `ferrite` (kept afterwards); default: a temporary pool in --pool_dir
+    #[arg(long = "pool_path")]
+    pub pool_path: Option<PathBuf>,
+    /// Pool size (e.g. 4G); default: sized from -n and -p
+    #[arg(long = "pool_size", value_parser = parse_size)]
+    pub pool_size: Option<u64>,
+    /// Skip the load: reopen the index in --pool_path and run on what it holds
+    #[arg(long = "skip_load")]
+    pub skip_load: bool,
+    /// One index: ferrite, ferrite-dram, btreemap, redb, redb-nosync
+    #[arg(long, conflicts_with = "compare")]
+    pub index: Option<String>,
+    /// Several indexes on identical workloads (default: ferrite,ferrite-dram,btreemap,redb)
+    #[arg(long, value_delimiter = ',')]
+    pub compare: Option<Vec<String>>,
+    /// Standard runs when no ratio is given: lookup, insert, update, remove, scan, mixed
+    /// (mixed = 50% lookup / 50% update, selfsimilar 0.2)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "lookup,scan,update,mixed,insert,remove"
+    )]
+    pub benches: Vec<String>,
+    /// Stop a run after this many seconds (throughput = operations done / time)
+    #[arg(long = "max_seconds", default_value_t = 5.0)]
+    pub max_seconds: f64,
+    /// Records per write transaction while loading redb
+    #[arg(long = "redb_load_batch", default_value_t = 10_000)]
+    pub redb_load_batch: usize,
+    /// Directory for temporary pools and database files
+    #[arg(long, default_value = "/dev/shm")]
+    pub pool_dir: PathBuf,
+    /// Where the table, JSON and chart go
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// File stem of the outputs in --out
+    #[arg(long, default_value = "index")]
+    pub stem: String,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
 pub fn run(a: BenchArgs) -> Result<i32> {
     match a.what {
         Some(BenchWhat::Persist(a)) => super::pmbench::persist(a),
@@ -40,6 +165,383 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Some(BenchWhat::Inplace(a)) => pmio::run_bench("inplace", a),
         Some(BenchWhat::Interleave(a)) => pmio::run_bench("interleave", a),
         Some(BenchWhat::Elf(a)) => elf::run_bench(a),
-        None => bail!("the index benchmark is not built yet; try `ferrite bench persist`"),
+        None => index_bench(*a.index),
     }
+}
+
+/// One named run: its operation mix and key distribution.
+struct Job {
+    name: String,
+    mix: OpMix,
+    dist: Distribution,
+}
+
+fn jobs(a: &IndexBenchArgs, dist: Distribution) -> Result<Vec<Job>> {
+    let given = [a.insert_ratio, a.update_ratio, a.remove_ratio, a.scan_ratio];
+    if a.read_ratio.is_some() || given.iter().any(Option::is_some) {
+        let others: f64 = given.iter().map(|r| r.unwrap_or(0.0)).sum();
+        let mix = OpMix {
+            read: a.read_ratio.unwrap_or((1.0 - others).max(0.0)),
+            insert: a.insert_ratio.unwrap_or(0.0),
+            update: a.update_ratio.unwrap_or(0.0),
+            remove: a.remove_ratio.unwrap_or(0.0),
+            scan: a.scan_ratio.unwrap_or(0.0),
+        };
+        mix.validate()?;
+        let name = match mix.single() {
+            Some(op) => op_name(op).to_string(),
+            None => format!(
+                "r{}i{}u{}d{}s{}",
+                pct(mix.read),
+                pct(mix.insert),
+                pct(mix.update),
+                pct(mix.remove),
+                pct(mix.scan)
+            ),
+        };
+        return Ok(vec![Job { name, mix, dist }]);
+    }
+    let mut out = Vec::new();
+    for b in &a.benches {
+        let (mix, d) = match b.as_str() {
+            "lookup" => (OpMix::only(Op::Read), dist),
+            "insert" => (OpMix::only(Op::Insert), dist),
+            "update" => (OpMix::only(Op::Update), dist),
+            "remove" => (OpMix::only(Op::Remove), dist),
+            "scan" => (OpMix::only(Op::Scan), dist),
+            "mixed" => {
+                let mut m = OpMix::only(Op::Read);
+                m.read = 0.5;
+                m.update = 0.5;
+                (m, Distribution::SelfSimilar(0.2))
+            }
+            other => bail!(
+                "unknown bench {other:?} in --benches (lookup, insert, update, remove, scan, mixed)"
+            ),
+        };
+        out.push(Job {
+            name: b.clone(),
+            mix,
+            dist: d,
+        });
+    }
+    Ok(out)
+}
+
+fn pct(r: f64) -> u32 {
+    (r * 100.0).round() as u32
+}
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Read => "lookup",
+        Op::Insert => "insert",
+        Op::Update => "update",
+        Op::Remove => "remove",
+        Op::Scan => "scan",
+    }
+}
+
+fn index_bench(a: IndexBenchArgs) -> Result<i32> {
+    let skew = a
+        .skew
+        .unwrap_or(if a.distribution.eq_ignore_ascii_case("ZIPFIAN") {
+            0.99
+        } else {
+            0.2
+        });
+    let dist = Distribution::parse(&a.distribution, skew)?;
+    let codec = KeyCodec::new(a.key_size, a.value_size, &a.key_prefix)?;
+    let jobs = jobs(&a, dist)?;
+    if a.threads.contains(&0) {
+        bail!("-t must be at least 1");
+    }
+    let variants: Vec<String> = match (&a.index, &a.compare) {
+        (Some(i), _) => vec![i.clone()],
+        (None, Some(c)) => c.clone(),
+        (None, None) => DEFAULT_COMPARE.iter().map(|s| s.to_string()).collect(),
+    };
+    if a.skip_load && a.pool_path.is_none() {
+        bail!("--skip_load needs --pool_path (the pool holding the loaded index)");
+    }
+    if a.skip_load && variants.iter().any(|v| v != "ferrite") {
+        bail!("--skip_load works only with --index ferrite (the others do not persist)");
+    }
+    let inserts_per_run = jobs
+        .iter()
+        .map(|j| (j.mix.insert * a.operations as f64) as u64)
+        .sum::<u64>();
+    let cfg = VariantConfig {
+        pool_dir: a.pool_dir.clone(),
+        pool_path: a.pool_path.clone(),
+        pool_size: a.pool_size.unwrap_or(0),
+        max_records: a.records + inserts_per_run,
+        key_len: codec.key_len(),
+        value_size: a.value_size,
+        reopen: a.skip_load,
+        redb_load_batch: a.redb_load_batch,
+    };
+    let param = (a.key_size != 8 || a.value_size != 8).then(|| {
+        if a.value_size == 8 {
+            json!(a.key_size)
+        } else {
+            json!(format!("k{}v{}", a.key_size, a.value_size))
+        }
+    });
+
+    let mut r = Report::new("index");
+    r.environment.insert(
+        "best_flush".into(),
+        json!(persist::best_flush_kind().name()),
+    );
+    let (fi, li) = persist::latency_injection();
+    r.environment.insert(
+        "latency_injection_ns".into(),
+        json!({"fence": fi, "line": li}),
+    );
+    r.environment.insert(
+        "workload".into(),
+        json!({
+            "records": a.records, "operations": a.operations, "key_size": a.key_size,
+            "value_size": a.value_size, "key_prefix": a.key_prefix, "distribution": dist.name(),
+            "scan_size": a.scan_size, "seed": a.seed, "latency_sampling": a.latency_sampling,
+            "max_seconds": a.max_seconds,
+        }),
+    );
+    r.environment.insert(
+        "cpus".into(),
+        json!(std::thread::available_parallelism().map_or(0, |n| n.get())),
+    );
+    let show_progress = !a.json && std::io::stderr().is_terminal();
+    let mut wrong = 0u64;
+    for v in &variants {
+        for &t in &a.threads {
+            let inst = open_variant(v, &cfg).with_context(|| format!("opening index {v}"))?;
+            r.notes.push(format!("{v}: {}", inst.durability));
+            r.notes.extend(inst.notes.iter().cloned());
+            let kv = inst.kv.as_ref();
+            let (load_s, load_mops, load_f, load_l) = if a.skip_load {
+                (0.0, 0.0, 0.0, 0.0)
+            } else {
+                let pb = if !show_progress {
+                    ProgressBar::hidden()
+                } else {
+                    ProgressBar::new(a.records)
+                };
+                pb.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:>14} load [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                pb.set_prefix(format!("{v} {t}t"));
+                let ls = load(kv, &codec, a.records, t, inst.load_batch, &|d| {
+                    pb.set_position(d)
+                })
+                .with_context(|| format!("loading {v}"))?;
+                pb.finish_and_clear();
+                if ls.inserted != a.records {
+                    r.notes.push(format!(
+                        "{v}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
+                        ls.inserted, a.records, a.key_size
+                    ));
+                }
+                let n = a.records.max(1) as f64;
+                (
+                    ls.secs,
+                    a.records as f64 / ls.secs.max(1e-9) / 1e6,
+                    ls.persist.fences as f64 / n,
+                    ls.persist.flushed_lines as f64 / n,
+                )
+            };
+            let key_space = if a.skip_load {
+                kv.count() as u64
+            } else {
+                a.records
+            };
+            let mem = inst.memory();
+            let per_rec = |b: Option<u64>| b.map(|x| x as f64 / key_space.max(1) as f64);
+            let next_fresh = AtomicU64::new(a.records.max(key_space) + (1 << 40));
+            for j in &jobs {
+                let spec = RunSpec {
+                    mix: j.mix,
+                    dist: j.dist,
+                    ops: a.operations,
+                    threads: t,
+                    scan_size: a.scan_size,
+                    latency_sampling: a.latency_sampling,
+                    sampling_ms: a.sampling_ms,
+                    seed: a.seed,
+                    max_seconds: (a.max_seconds > 0.0).then_some(a.max_seconds),
+                };
+                if show_progress {
+                    eprint!("\r{v} {t}t {} ...          ", j.name);
+                }
+                let st = run_workload(kv, &codec, key_space, &next_fresh, &spec)
+                    .with_context(|| format!("{} on {v}", j.name))?;
+                wrong += st.wrong_values;
+                let ops = st.ops.max(1) as f64;
+                let mut b = BenchResult::new(&j.name, v, param.clone(), t as u32, st.mops())
+                    .with("ops", st.ops)
+                    .with("run_s", st.secs)
+                    .with("fences_per_op", st.persist.fences as f64 / ops)
+                    .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
+                    .with("load_s", load_s)
+                    .with("load_mops", load_mops)
+                    .with("load_fences_per_insert", load_f)
+                    .with("load_lines_per_insert", load_l)
+                    .with("distribution", j.dist.name())
+                    .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
+                    .with("samples_mops", st.samples.clone());
+                if let Some(x) = mem.dram_bytes {
+                    b = b.with("dram_bytes", x);
+                }
+                if let Some(x) = mem.pm_bytes {
+                    b = b.with("pm_bytes", x);
+                }
+                if let Some(x) = per_rec(mem.dram_bytes) {
+                    b = b
+                        .with("dram_B_per_rec", x)
+                        .with("dram_source", mem.dram_source);
+                }
+                if let Some(x) = per_rec(mem.pm_bytes) {
+                    b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
+                }
+                if j.mix.scan > 0.0 {
+                    b = b.with("scanned", st.scanned);
+                }
+                if let Some(l) = st.latency {
+                    b.p50_ns = Some(l.p50);
+                    b.p99_ns = Some(l.p99);
+                    b = b
+                        .with("p90_ns", l.p90)
+                        .with("p999_ns", l.p999)
+                        .with("p9999_ns", l.p9999)
+                        .with("p99999_ns", l.p99999)
+                        .with("max_ns", l.max)
+                        .with("latency_samples", l.samples);
+                }
+                if st.stopped_early {
+                    b = b.with("stopped_early", true);
+                    r.notes.push(format!(
+                        "{} on {v} {t}t stopped after --max_seconds {}: {} of {} operations",
+                        j.name, a.max_seconds, st.ops, a.operations
+                    ));
+                }
+                if st.wrong_values > 0 {
+                    r.notes.push(format!(
+                        "ERROR: {} on {v}: {} lookups returned another key's value",
+                        j.name, st.wrong_values
+                    ));
+                }
+                r.results.push(b);
+            }
+            drop(inst);
+        }
+    }
+    if show_progress {
+        eprint!("\r{:60}\r", "");
+    }
+    if a.latency_sampling > 0.0 {
+        r.notes.push(format!(
+            "latency: {:.0}% of operations timed (nearest-rank percentiles)",
+            a.latency_sampling * 100.0
+        ));
+    }
+    r.notes.push(
+        "runs on one loaded index follow each other (inserts add fresh keys, removes delete loaded ones); dram/pm bytes are measured after the load".into(),
+    );
+    let cols = [
+        "p90_ns",
+        "p999_ns",
+        "p99999_ns",
+        "max_ns",
+        "fences_per_op",
+        "lines_per_op",
+        "load_s",
+        "dram_B_per_rec",
+        "pm_B_per_rec",
+    ];
+    let svg = throughput_chart(&r, &a);
+    let path = r
+        .write_outputs(&a.out, &a.stem, &cols, &svg)
+        .with_context(|| format!("writing results to {}", a.out.display()))?;
+    r.print(a.json, &cols, Some(&path));
+    if !a.json {
+        if let Some(first) = r.results.first() {
+            if let (Some(d), Some(p)) = (
+                first.extra.get("dram_bytes").and_then(|v| v.as_u64()),
+                first.extra.get("pm_bytes").and_then(|v| v.as_u64()),
+            ) {
+                println!(
+                    "{} after load: {} DRAM, {} PM",
+                    first.variant,
+                    human(d),
+                    human(p)
+                );
+            }
+        }
+        println!(
+            "results: {} and {}",
+            a.out.join(format!("{}.json", a.stem)).display(),
+            a.out.join(format!("{}.md", a.stem)).display()
+        );
+    }
+    if wrong > 0 {
+        bail!("{wrong} lookups returned a value of another key");
+    }
+    Ok(0)
+}
+
+/// Mops/s per run (and thread count), one bar per index.
+fn throughput_chart(r: &Report, a: &IndexBenchArgs) -> String {
+    let mut cats: Vec<(String, u32)> = Vec::new();
+    for x in &r.results {
+        let c = (x.bench.clone(), x.threads);
+        if !cats.contains(&c) {
+            cats.push(c);
+        }
+    }
+    let mut variants: Vec<String> = Vec::new();
+    for x in &r.results {
+        if !variants.contains(&x.variant) {
+            variants.push(x.variant.clone());
+        }
+    }
+    let multi_t = a.threads.len() > 1;
+    let labels: Vec<String> = cats
+        .iter()
+        .map(|(b, t)| {
+            if multi_t {
+                format!("{b} {t}t")
+            } else {
+                b.clone()
+            }
+        })
+        .collect();
+    let series: Vec<(String, Vec<f64>)> = variants
+        .iter()
+        .map(|v| {
+            let vals = cats
+                .iter()
+                .map(|(b, t)| {
+                    r.results
+                        .iter()
+                        .find(|x| &x.bench == b && x.threads == *t && &x.variant == v)
+                        .map_or(0.0, |x| x.mops)
+                })
+                .collect();
+            (v.clone(), vals)
+        })
+        .collect();
+    chart::bar_chart(
+        &format!(
+            "Index throughput: {} records, {}-byte keys, {}-byte values",
+            a.records, a.key_size, a.value_size
+        ),
+        "Mops/s",
+        &labels,
+        &series,
+    )
 }

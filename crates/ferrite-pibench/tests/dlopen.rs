@@ -1,0 +1,84 @@
+//! Loads the built `libferrite_pibench.so` with `dlopen` through PiBench's
+//! interface (a C++ driver compiled by build.rs) and checks every method, for
+//! each index the adapter can serve.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The cdylib cargo built beside this test binary.
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps directory");
+    let candidates = [
+        deps.join("libferrite_pibench.so"),
+        deps.parent()
+            .map(|p| p.join("libferrite_pibench.so"))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.exists())
+        .cloned()
+        .unwrap_or_else(|| panic!("libferrite_pibench.so not found next to {}", exe.display()))
+}
+
+fn run_check(index: &str, pool: Option<&str>) {
+    let pool_path = pool
+        .map(|tag| {
+            format!(
+                "/dev/shm/ferrite-pibench-test-{tag}-{}.pool",
+                std::process::id()
+            )
+        })
+        .unwrap_or_default();
+    if !pool_path.is_empty() {
+        let _ = std::fs::remove_file(&pool_path);
+    }
+    let out = Command::new(env!("FERRITE_PIBENCH_DRIVER"))
+        .arg("check")
+        .arg(library())
+        .arg(&pool_path)
+        .env("FERRITE_PIBENCH_INDEX", index)
+        .output()
+        .expect("run the driver");
+    if !pool_path.is_empty() {
+        let _ = std::fs::remove_file(&pool_path);
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{index}: driver failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    assert!(stdout.contains("checks passed"), "{index}: {stdout}");
+}
+
+#[test]
+fn pibench_loads_ferrite_on_pm_and_every_method_works() {
+    run_check("ferrite", Some("pm"));
+}
+
+#[test]
+fn pibench_loads_ferrite_dram() {
+    run_check("ferrite-dram", None);
+}
+
+#[test]
+fn pibench_loads_btreemap_baseline() {
+    run_check("btreemap", None);
+}
+
+#[test]
+fn a_bad_index_name_makes_create_tree_return_null() {
+    let out = Command::new(env!("FERRITE_PIBENCH_DRIVER"))
+        .arg("check")
+        .arg(library())
+        .arg("")
+        .env("FERRITE_PIBENCH_INDEX", "nope")
+        .output()
+        .expect("run the driver");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("FERRITE_PIBENCH_INDEX"), "{stderr}");
+}
