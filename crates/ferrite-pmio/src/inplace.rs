@@ -37,7 +37,8 @@ pub enum InplaceMethod {
 }
 
 impl InplaceMethod {
-    pub const ALL: [InplaceMethod; 3] = [InplaceMethod::Cow, InplaceMethod::Log, InplaceMethod::Fam];
+    pub const ALL: [InplaceMethod; 3] =
+        [InplaceMethod::Cow, InplaceMethod::Log, InplaceMethod::Fam];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -52,7 +53,9 @@ impl InplaceMethod {
     }
 
     fn from_code(c: u8) -> Option<InplaceMethod> {
-        InplaceMethod::ALL.get((c as usize).wrapping_sub(1)).copied()
+        InplaceMethod::ALL
+            .get((c as usize).wrapping_sub(1))
+            .copied()
     }
 
     /// Bytes one element occupies (before cache-line alignment).
@@ -115,13 +118,15 @@ impl InplaceArray {
     /// Opens array `name`, creating it with `cfg` if absent; runs recovery.
     pub fn open_or_create(pool: &Pool, name: &str, cfg: InplaceConfig) -> Result<InplaceArray> {
         let vs = cfg.value_size;
-        if !(8..=64).contains(&vs) || vs % 4 != 0 {
+        if !(8..=64).contains(&vs) || !vs.is_multiple_of(4) {
             return Err(PmioError::Invalid(format!(
                 "value size {vs} is not a multiple of 4 from 8 to 64"
             )));
         }
         if cfg.count == 0 {
-            return Err(PmioError::Invalid("an array needs at least one value".into()));
+            return Err(PmioError::Invalid(
+                "an array needs at least one value".into(),
+            ));
         }
         let (id, heap) = open_object(pool, name, INPLACE_TYPE, None)?;
         let mut region = pool.root(id, 0);
@@ -161,7 +166,8 @@ impl InplaceArray {
         }
         let method = InplaceMethod::from_code(h.method)
             .ok_or_else(|| corrupt(name, "unknown update method"))?;
-        let (value_size, count, stride) = (h.value_size as usize, h.count as usize, h.stride as usize);
+        let (value_size, count, stride) =
+            (h.value_size as usize, h.count as usize, h.stride as usize);
         if method != cfg.method || value_size != vs {
             return Err(PmioError::Mismatch {
                 object: name.into(),
@@ -170,7 +176,10 @@ impl InplaceArray {
             });
         }
         if stride != round_up(method.element_bytes(vs), 64)
-            || count.checked_mul(stride).and_then(|t| t.checked_add(64)).is_none_or(|t| t > size)
+            || count
+                .checked_mul(stride)
+                .and_then(|t| t.checked_add(64))
+                .is_none_or(|t| t > size)
         {
             return Err(corrupt(name, "bad array geometry"));
         }
@@ -282,7 +291,10 @@ impl InplaceArray {
                             } else if v0 == (v + 1) & 3 {
                                 v0
                             } else {
-                                return Err(corrupt(name, format!("value {i}: FAM versions {v0} and {v}")));
+                                return Err(corrupt(
+                                    name,
+                                    format!("value {i}: FAM versions {v0} and {v}"),
+                                ));
                             });
                             break;
                         }
@@ -385,7 +397,7 @@ impl InplaceArray {
 fn fam_store(p: *mut u8, v: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if v.len() % 16 == 0 && std::is_x86_feature_detected!("avx2") {
+        if v.len().is_multiple_of(16) && std::is_x86_feature_detected!("avx2") {
             // SAFETY: AVX2 is present; p holds 1 + len/4 words (checked by callers).
             unsafe { fam_store_avx2(p, v) };
             return;
@@ -479,7 +491,9 @@ mod tests {
             let mut a = vec![0u64; 17];
             let mut b = vec![0u64; 17];
             for round in 0..20u32 {
-                let v: Vec<u8> = (0..len).map(|i| (i as u32 * 77 + round * 131) as u8).collect();
+                let v: Vec<u8> = (0..len)
+                    .map(|i| (i as u32 * 77 + round * 131) as u8)
+                    .collect();
                 fam_store(a.as_mut_ptr() as *mut u8, &v);
                 fam_store_scalar(b.as_mut_ptr() as *mut u8, &v);
                 assert_eq!(a, b, "len {len} round {round}");
@@ -493,7 +507,12 @@ mod tests {
     #[test]
     fn fam_recovery_rolls_back_partial_updates_idempotently() {
         let pool = pool();
-        let cfg = InplaceConfig { method: InplaceMethod::Fam, value_size: 16, count: 4, log_bytes: 0 };
+        let cfg = InplaceConfig {
+            method: InplaceMethod::Fam,
+            value_size: 16,
+            count: 4,
+            log_bytes: 0,
+        };
         let mut a = InplaceArray::open_or_create(&pool, "f", cfg).unwrap();
         let old = [7u8; 16];
         a.update(2, &old).unwrap();

@@ -11,10 +11,11 @@
 //! * [`crash`]: crash-simulator targets `log`, `page`, `inplace`.
 //! * [`bench`]: the benchmarks behind `ferrite bench log|page|inplace|interleave`.
 
+pub mod crash;
 pub mod error;
-pub mod log;
 pub mod inplace;
 pub mod interleave;
+pub mod log;
 pub mod page;
 mod region;
 
@@ -24,5 +25,5 @@ use ferrite_pm::CrashTarget;
 
 /// Crash-test targets of this crate, for `ferrite crash-test`.
 pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    Vec::new()
+    crash::targets()
 }

@@ -328,7 +328,7 @@ impl PmLog {
         let seg_bytes = h.segment_bytes as usize;
         let meta_bytes = h.meta_bytes as usize;
         if seg_bytes == 0
-            || seg_bytes % 64 != 0
+            || !seg_bytes.is_multiple_of(64)
             || seg_bytes > u32::MAX as usize
             || meta_bytes != 2 * kind.size_fields() * 64
             || 64 + meta_bytes + 2 * seg_bytes > size
@@ -340,11 +340,7 @@ impl PmLog {
                 return Err(PmioError::Mismatch {
                     object: name.into(),
                     found: format!("{}{}", kind.name(), if padded { " padded" } else { "" }),
-                    expected: format!(
-                        "{}{}",
-                        c.kind.name(),
-                        if c.padded { " padded" } else { "" }
-                    ),
+                    expected: format!("{}{}", c.kind.name(), if c.padded { " padded" } else { "" }),
                 });
             }
         }
@@ -509,7 +505,7 @@ impl PmLog {
                 tail = tail.max(unsafe { rd(self.field(self.active, i)) });
             }
             let tail = tail as usize;
-            if tail > cap || tail % 8 != 0 {
+            if tail > cap || !tail.is_multiple_of(8) {
                 return Err(bad(format!("size field {tail} out of range")));
             }
             while pos < tail {

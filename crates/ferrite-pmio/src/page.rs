@@ -176,7 +176,7 @@ fn ulog_bytes(page_lines: usize) -> usize {
 impl PageStore {
     /// Opens the store `name`, creating it with `cfg` if absent; runs recovery.
     pub fn open_or_create(pool: &Pool, name: &str, cfg: PageStoreConfig) -> Result<PageStore> {
-        if cfg.page_size == 0 || cfg.page_size % 64 != 0 || cfg.page_size > MAX_PAGE {
+        if cfg.page_size == 0 || !cfg.page_size.is_multiple_of(64) || cfg.page_size > MAX_PAGE {
             return Err(PmioError::Invalid(format!(
                 "page size {} is not a multiple of 64 up to {MAX_PAGE}",
                 cfg.page_size
@@ -219,7 +219,7 @@ impl PageStore {
         }
         let page_size = h.page_size as usize;
         let slots = h.slots as usize;
-        if page_size == 0 || page_size % 64 != 0 || page_size > MAX_PAGE || slots < 2 {
+        if page_size == 0 || !page_size.is_multiple_of(64) || page_size > MAX_PAGE || slots < 2 {
             return Err(corrupt(name, "bad page store geometry"));
         }
         let lines = page_size / 64;
@@ -284,7 +284,10 @@ impl PageStore {
             }
         }
         let live: std::collections::HashSet<usize> = self.map.values().map(|v| v.0).collect();
-        self.free = (0..self.slots).rev().filter(|s| !live.contains(s)).collect();
+        self.free = (0..self.slots)
+            .rev()
+            .filter(|s| !live.contains(s))
+            .collect();
         // SAFETY: the log header line is inside the region; plain data.
         let lh: ULogHeader = unsafe { std::ptr::read(self.ulog as *const ULogHeader) };
         if lh.valid != 0 {
@@ -581,21 +584,47 @@ mod tests {
 
     #[test]
     fn cost_model_and_errors() {
-        let m = CostModel { cow_ns: 1000.0, ulog_base_ns: 200.0, ulog_line_ns: 20.0 };
+        let m = CostModel {
+            cow_ns: 1000.0,
+            ulog_base_ns: 200.0,
+            ulog_line_ns: 20.0,
+        };
         assert_eq!(m.crossover(), 40.0);
         assert_eq!(m.choose(10), Method::MicroLog);
         assert_eq!(m.choose(50), Method::Cow);
         let pool = pool();
-        let cfg = PageStoreConfig { page_size: 256, slots: 3 };
+        let cfg = PageStoreConfig {
+            page_size: 256,
+            slots: 3,
+        };
         let mut s = PageStore::open_or_create(&pool, "e", cfg).unwrap();
         let page = vec![1u8; 256];
         let all = DirtyMask::all(4);
         s.write(1, &page, &all, Method::Cow).unwrap();
         s.write(2, &page, &all, Method::Cow).unwrap();
         assert!(s.write(3, &page, &all, Method::Cow).is_err(), "full");
-        assert!(s.write(1, &page[..64], &all, Method::Cow).is_err(), "short page");
-        assert!(PageStore::open_or_create(&pool, "e", PageStoreConfig { page_size: 512, slots: 3 }).is_err());
-        assert!(PageStore::open_or_create(&pool, "x", PageStoreConfig { page_size: 100, slots: 3 }).is_err());
+        assert!(
+            s.write(1, &page[..64], &all, Method::Cow).is_err(),
+            "short page"
+        );
+        assert!(PageStore::open_or_create(
+            &pool,
+            "e",
+            PageStoreConfig {
+                page_size: 512,
+                slots: 3
+            }
+        )
+        .is_err());
+        assert!(PageStore::open_or_create(
+            &pool,
+            "x",
+            PageStoreConfig {
+                page_size: 100,
+                slots: 3
+            }
+        )
+        .is_err());
         let m = calibrate(&pool, "cal", 1024, 50).unwrap();
         assert!(m.cow_ns > 0.0 && m.ulog_line_ns > 0.0);
     }

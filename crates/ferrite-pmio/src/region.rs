@@ -56,7 +56,7 @@ pub(crate) unsafe fn wr(p: *mut u8, v: u64) {
 /// zeroing a mostly clean segment costs a scan, not a rewrite.
 /// Returns the number of lines written.
 pub(crate) fn zero_dirty_lines(pool: &Pool, p: *mut u8, len: usize) -> usize {
-    debug_assert!(p as usize % 64 == 0 && len % 64 == 0);
+    debug_assert!((p as usize).is_multiple_of(64) && len.is_multiple_of(64));
     let mut n = 0;
     let mut i = 0;
     while i < len {
