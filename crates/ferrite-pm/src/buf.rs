@@ -15,6 +15,15 @@ unsafe impl Sync for AlignedBuf {}
 
 const ALIGN: usize = 4096;
 
+/// Buffers dropped on this thread, kept for reuse: crash tests build thousands of
+/// same-sized images, and a fresh large allocation costs an mmap plus a page
+/// fault per page.
+const RECYCLE_MAX: usize = 8;
+
+thread_local! {
+    static RECYCLED: std::cell::RefCell<Vec<AlignedBuf>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes (`len` > 0).
     pub fn zeroed(len: usize) -> AlignedBuf {
@@ -30,8 +39,18 @@ impl AlignedBuf {
 
     /// A buffer holding a copy of `bytes`.
     pub fn from_slice(bytes: &[u8]) -> AlignedBuf {
-        let mut b = AlignedBuf::zeroed(bytes.len().max(1));
+        let len = bytes.len().max(1);
+        let recycled = RECYCLED
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                let i = r.iter().position(|b| b.len == len)?;
+                Some(r.swap_remove(i))
+            })
+            .ok()
+            .flatten();
+        let mut b = recycled.unwrap_or_else(|| AlignedBuf::zeroed(len));
         b.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+        b.as_mut_slice()[bytes.len()..].fill(0);
         b
     }
 
@@ -62,6 +81,13 @@ impl AlignedBuf {
     }
 }
 
+impl AlignedBuf {
+    fn release(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout.
+        unsafe { dealloc(self.ptr, Layout::from_size_align_unchecked(self.len, ALIGN)) }
+    }
+}
+
 impl Clone for AlignedBuf {
     fn clone(&self) -> AlignedBuf {
         AlignedBuf::from_slice(self.as_slice())
@@ -70,13 +96,57 @@ impl Clone for AlignedBuf {
 
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `zeroed` with exactly this layout.
-        unsafe { dealloc(self.ptr, Layout::from_size_align_unchecked(self.len, ALIGN)) }
+        if self.len >= 64 * 1024 {
+            let (ptr, len) = (self.ptr, self.len);
+            // The closure only copies the raw parts, so if the thread-local is
+            // already gone (thread exit) nothing is dropped twice.
+            let kept = RECYCLED.try_with(|r| match r.try_borrow_mut() {
+                Ok(mut r) if r.len() < RECYCLE_MAX => {
+                    r.push(AlignedBuf { ptr, len });
+                    true
+                }
+                _ => false,
+            });
+            if kept == Ok(true) {
+                return;
+            }
+        }
+        self.release();
     }
 }
 
 impl std::fmt::Debug for AlignedBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recycled_buffers_come_back_clean_and_threads_exit_safely() {
+        std::thread::spawn(|| {
+            let src = vec![7u8; 100_000];
+            for _ in 0..3 * RECYCLE_MAX {
+                let a = AlignedBuf::from_slice(&src);
+                assert!(a.as_slice().iter().all(|&b| b == 7));
+                drop(a);
+                let z = AlignedBuf::from_slice(&src[..50_000]);
+                assert!(z.as_slice()[..50_000].iter().all(|&b| b == 7));
+                assert_eq!(z.len(), 50_000);
+            }
+            // Leave buffers in the recycle list for thread-exit destruction.
+            let keep: Vec<_> = (0..RECYCLE_MAX + 2)
+                .map(|_| AlignedBuf::zeroed(1 << 17))
+                .collect();
+            drop(keep);
+        })
+        .join()
+        .expect("thread exits cleanly with recycled buffers");
+        let b = AlignedBuf::from_slice(&[1, 2, 3]);
+        assert_eq!(b.as_slice(), &[1, 2, 3]);
+        assert_eq!(b.as_ptr() as usize % 4096, 0);
     }
 }

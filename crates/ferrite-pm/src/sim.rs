@@ -111,15 +111,24 @@ impl CrashPoint<'_> {
 
     /// Lines whose content is not (or not certainly) durable.
     pub fn dirty_lines(&self) -> Vec<usize> {
+        const PAGE: usize = 4096;
         let d = self.sim.durable.as_slice();
-        let lines = d.len() / CACHE_LINE;
-        let mut out: Vec<usize> = (0..lines)
-            .filter(|&l| {
-                self.view_line(l) != &d[l * CACHE_LINE..(l + 1) * CACHE_LINE]
-                    || self.sim.pending.contains_key(&l)
-            })
-            .collect();
+        // SAFETY: the view is as long as the durable image; see `view_line`.
+        let v = unsafe { std::slice::from_raw_parts(self.view, d.len()) };
+        let mut out: Vec<usize> = self.sim.pending.keys().copied().collect();
+        // Compare page by page first: most pages are clean.
+        for (pi, (vp, dp)) in v.chunks(PAGE).zip(d.chunks(PAGE)).enumerate() {
+            if vp == dp {
+                continue;
+            }
+            for (li, (vl, dl)) in vp.chunks(CACHE_LINE).zip(dp.chunks(CACHE_LINE)).enumerate() {
+                if vl != dl {
+                    out.push(pi * (PAGE / CACHE_LINE) + li);
+                }
+            }
+        }
         out.sort_unstable();
+        out.dedup();
         out
     }
 
@@ -128,7 +137,7 @@ impl CrashPoint<'_> {
     /// durable content, its content when last flushed, or its current content, at
     /// random.
     pub fn image(&self, dirty: &[usize], seed: u64) -> AlignedBuf {
-        let mut img = self.sim.durable.clone();
+        let mut img = AlignedBuf::from_slice(self.sim.durable.as_slice());
         let mut rng = SplitMix(seed ^ 0x9e37_79b9_7f4a_7c15 ^ self.fence.rotate_left(32));
         for &line in dirty {
             let choice = match seed {

@@ -399,7 +399,9 @@ pub fn exhaust_and_account(
     let cs = pool.header().chunk_size;
     let mut all = live;
     let n_live = all.len();
-    for &class in SIZE_CLASSES.iter().filter(|&&c| c as u64 <= cs / 4) {
+    // Largest class first: it takes the free chunks with few blocks each; the
+    // smaller classes then only drain their own partly used chunks.
+    for &class in SIZE_CLASSES.iter().rev().filter(|&&c| c as u64 <= cs / 4) {
         loop {
             match heap.alloc(class as usize) {
                 Ok(off) => all.push((off, class as u64)),
