@@ -212,7 +212,7 @@ pub fn elf_check(pool: Pool, j: &Journal<ElfOp>) -> Result<(), String> {
 }
 
 /// Default workload size of the target (>= 10,000 crash states with 4 seeds).
-pub const DEFAULT_OPS: usize = 1500;
+pub const DEFAULT_OPS: usize = 1700;
 
 /// The `elf` crash-test target.
 pub fn elf_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
