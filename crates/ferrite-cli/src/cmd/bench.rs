@@ -137,10 +137,14 @@ pub struct IndexBenchArgs {
     )]
     pub benches: Vec<String>,
     /// Stop a run after this many seconds (throughput = operations done / time)
-    #[arg(long = "max_seconds", default_value_t = 5.0)]
+    #[arg(long = "max-seconds", alias = "max_seconds", default_value_t = 5.0)]
     pub max_seconds: f64,
     /// Records per write transaction while loading redb
-    #[arg(long = "redb_load_batch", default_value_t = 10_000)]
+    #[arg(
+        long = "redb-load-batch",
+        alias = "redb_load_batch",
+        default_value_t = 10_000
+    )]
     pub redb_load_batch: usize,
     /// Directory for temporary pools and database files
     #[arg(long, default_value = "/dev/shm")]
@@ -425,7 +429,7 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
                 if st.stopped_early {
                     b = b.with("stopped_early", true);
                     r.notes.push(format!(
-                        "{} on {v} {t}t stopped after --max_seconds {}: {} of {} operations",
+                        "{} on {v} {t}t stopped after --max-seconds {}: {} of {} operations",
                         j.name, a.max_seconds, st.ops, a.operations
                     ));
                 }
@@ -544,4 +548,96 @@ fn throughput_chart(r: &Report, a: &IndexBenchArgs) -> String {
         &labels,
         &series,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: IndexBenchArgs,
+    }
+
+    fn parse(args: &str) -> IndexBenchArgs {
+        T::try_parse_from(std::iter::once("bench").chain(args.split_whitespace()))
+            .expect("parses")
+            .a
+    }
+
+    #[test]
+    fn a_pibench_command_line_carries_over() {
+        let a = parse(
+            "-n 1000 -p 500 -t 2 -k 16 -v 32 -f pre -r 0.5 -u 0.5 --scan_size 50 \
+             --distribution SELFSIMILAR --skew 0.2 --seed 9 --latency_sampling 0.2 \
+             --sampling_ms 100 --pool_path /dev/shm/x --pool_size 64M",
+        );
+        assert_eq!(
+            (a.records, a.operations, a.threads.clone()),
+            (1000, 500, vec![2])
+        );
+        assert_eq!(
+            (a.key_size, a.value_size, a.key_prefix.as_str()),
+            (16, 32, "pre")
+        );
+        assert_eq!(a.pool_size, Some(64 << 20));
+        let d = Distribution::parse(&a.distribution, a.skew.unwrap()).unwrap();
+        let j = jobs(&a, d).unwrap();
+        assert_eq!(j.len(), 1);
+        assert_eq!(j[0].name, "r50i0u50d0s0");
+        assert_eq!(j[0].mix.read, 0.5);
+    }
+
+    #[test]
+    fn read_ratio_defaults_to_the_rest_and_bad_sums_fail() {
+        let a = parse("-i 1");
+        let j = jobs(&a, Distribution::Uniform).unwrap();
+        assert_eq!(j[0].name, "insert");
+        let a = parse("-r 0.9 -i 0.5");
+        assert!(jobs(&a, Distribution::Uniform).is_err());
+    }
+
+    #[test]
+    fn standard_runs_and_mixed_use_selfsimilar() {
+        let a = parse("--benches lookup,mixed");
+        let j = jobs(&a, Distribution::Uniform).unwrap();
+        assert_eq!(j.len(), 2);
+        assert_eq!(j[1].dist, Distribution::SelfSimilar(0.2));
+        assert!(jobs(&parse("--benches nope"), Distribution::Uniform).is_err());
+    }
+
+    #[test]
+    fn a_small_comparison_writes_table_json_and_chart() {
+        let out = std::env::temp_dir().join(format!("ferrite-bench-cli-{}", std::process::id()));
+        let dir = std::env::temp_dir();
+        let a = parse(&format!(
+            "-n 2000 -p 2000 -t 1,2 --compare btreemap,redb-nosync --json --out {} --pool-dir {}",
+            out.display(),
+            dir.display()
+        ));
+        assert_eq!(index_bench(a).unwrap(), 0);
+        let text = std::fs::read_to_string(out.join("index.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 2 * 2 * 6);
+        for r in results {
+            for f in [
+                "bench", "variant", "param", "threads", "mops", "p50_ns", "p99_ns",
+            ] {
+                assert!(r.get(f).is_some(), "missing {f} in {r}");
+            }
+        }
+        let lookup = results
+            .iter()
+            .find(|r| r["bench"] == "lookup" && r["variant"] == "btreemap")
+            .unwrap();
+        assert_eq!(lookup["hit_rate"], 1.0);
+        assert!(std::fs::read_to_string(out.join("index.svg"))
+            .unwrap()
+            .starts_with("<svg"));
+        assert!(out.join("index.md").exists());
+        let _ = std::fs::remove_dir_all(&out);
+    }
 }
