@@ -188,7 +188,7 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
 }
 
 fn log_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    let ops = scaled(cfg, 160);
+    let ops = scaled(cfg, 180);
     let mut total = CrashReport {
         target: "log".into(),
         ..CrashReport::default()

@@ -11,6 +11,7 @@
 //! * [`crash`]: crash-simulator targets `log`, `page`, `inplace`.
 //! * [`bench`]: the benchmarks behind `ferrite bench log|page|inplace|interleave`.
 
+pub mod bench;
 pub mod crash;
 pub mod error;
 pub mod inplace;

@@ -1,15 +1,62 @@
-//! `ferrite bench log|page|inplace|interleave` (PM I/O primitives).
+//! `ferrite bench log|page|inplace|interleave` (PM I/O primitives). The
+//! measurements live in `ferrite_pmio::bench`; this is the command-line layer.
+
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use ferrite_pm::persist;
+use ferrite_pmio::bench::{self, BenchOpts};
 
 #[derive(Args, Debug)]
 pub struct PmioBenchArgs {
     /// Print one JSON object (the shared `results` shape)
     #[arg(long)]
     pub json: bool,
+    /// Operations per cell (default: the family's own)
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Directory for the pool file (removed afterwards)
+    #[arg(long, default_value = "/dev/shm")]
+    pub pool_dir: PathBuf,
+    /// Where the table, JSON and chart go
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// Latency injection: ns added per fence and per flushed line (models slower PM)
+    #[arg(long, num_args = 2, value_names = ["FENCE_NS", "LINE_NS"])]
+    pub inject: Option<Vec<u64>>,
+    /// Fewer parameter points (smoke test)
+    #[arg(long)]
+    pub quick: bool,
+    /// Repetitions per cell; the median is reported
+    #[arg(long, default_value_t = 3)]
+    pub reps: usize,
 }
 
-pub fn run_bench(which: &str, _a: PmioBenchArgs) -> Result<i32> {
-    bail!("`ferrite bench {which}` is not built yet")
+pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
+    if !["log", "page", "inplace", "interleave"].contains(&which) {
+        bail!("unknown PM I/O benchmark {which:?}");
+    }
+    if a.ops == Some(0) {
+        bail!("--ops must be at least 1");
+    }
+    let stem = match &a.inject {
+        Some(v) => {
+            persist::set_latency_injection(v[0], v[1]);
+            format!("{which}-inject-{}-{}", v[0], v[1])
+        }
+        None => which.to_string(),
+    };
+    let opts = BenchOpts {
+        ops: a.ops,
+        pool_dir: a.pool_dir,
+        quick: a.quick,
+        reps: a.reps,
+    };
+    let out = bench::run(which, &opts)?;
+    let path = out
+        .report
+        .write_outputs(&a.out, &stem, &out.extra_cols, &out.svg)?;
+    out.report.print(a.json, &out.extra_cols, Some(&path));
+    Ok(0)
 }
