@@ -3,7 +3,7 @@
 //! each index the adapter can serve.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 /// The cdylib cargo built beside this test binary.
 fn library() -> PathBuf {
@@ -34,13 +34,19 @@ fn run_check(index: &str, pool: Option<&str>) {
     if !pool_path.is_empty() {
         let _ = std::fs::remove_file(&pool_path);
     }
-    let out = Command::new(env!("FERRITE_PIBENCH_DRIVER"))
+    let child = Command::new(env!("FERRITE_PIBENCH_DRIVER"))
         .arg("check")
         .arg(library())
         .arg(&pool_path)
         .env("FERRITE_PIBENCH_INDEX", index)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .expect("run the driver");
+    // A failed check exits without deleting its trees: remove what they left.
+    let temp = format!("/dev/shm/ferrite-bench-{index}-{}.pool", child.id());
+    let out = child.wait_with_output().expect("wait for the driver");
+    let _ = std::fs::remove_file(temp);
     if !pool_path.is_empty() {
         let _ = std::fs::remove_file(&pool_path);
     }

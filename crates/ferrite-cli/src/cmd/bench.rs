@@ -312,6 +312,8 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
             "max_seconds": a.max_seconds,
         }),
     );
+    r.environment
+        .insert("loadavg_before".into(), json!(loadavg()));
     r.environment.insert(
         "cpus".into(),
         json!(std::thread::available_parallelism().map_or(0, |n| n.get())),
@@ -447,6 +449,8 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
     if show_progress {
         eprint!("\r{:60}\r", "");
     }
+    r.environment
+        .insert("loadavg_after".into(), json!(loadavg()));
     if a.latency_sampling > 0.0 {
         r.notes.push(format!(
             "latency: {:.0}% of operations timed (nearest-rank percentiles)",
@@ -496,6 +500,16 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
         bail!("{wrong} lookups returned a value of another key");
     }
     Ok(0)
+}
+
+/// The 1-minute load average: other work on this shared machine skews results.
+fn loadavg() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Mops/s per run (and thread count), one bar per index.
