@@ -1,14 +1,20 @@
 //! Ferrite's ordered key-value indexes.
+//!
+//! [`FerriteIndex`] is the hybrid persistent range index (PM leaves, DRAM inner
+//! nodes); [`kv`] is the interface every index and benchmark baseline implements.
 
+pub mod crash;
+pub mod inner;
 pub mod kv;
+pub mod leaf;
 pub mod tree;
 
 pub use kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
-pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats};
+pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, INDEX_TYPE};
 
 use ferrite_pm::CrashTarget;
 
 /// Crash-test targets of this crate, for `ferrite crash-test`.
 pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    Vec::new()
+    vec![("index", crash::index_target as CrashTarget)]
 }

@@ -1,59 +1,1568 @@
-//! Placeholder of the persistent index API (replaced by the real tree).
+//! Ferrite's hybrid persistent range index: unsorted 256-byte leaves in PM
+//! (see [`crate::leaf`]), inner nodes in DRAM rebuilt from the leaf chain on
+//! open (see [`crate::inner`]).
+//!
+//! Concurrency: readers are optimistic (per-leaf version lock read before and
+//! validated after, plus a check that the inner tree was not replaced in
+//! between); writers lock one leaf (two for the removal of an empty leaf).
+//! Freed leaves and out-of-line blocks, and replaced inner nodes, are reclaimed
+//! through `crossbeam-epoch`, so a pinned reader never sees them reused.
 
-use std::collections::BTreeMap;
-use std::sync::RwLock;
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
-use ferrite_pm::Pool;
+use crossbeam_epoch::{self as epoch, Guard};
+use ferrite_pm::{Heap, Marker, ObjectId, PmError, Pool, PoolOptions};
 
+use crate::inner::{self, cmp_parts, prefix_of, Node, SearchKey, Sep};
 use crate::kv::{
-    check_sizes, BatchOp, KvCursor, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
+    check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
 };
+use crate::leaf::*;
 
-/// Tuning knobs (reserved).
+/// Type name of index objects in the pool's root directory.
+pub const INDEX_TYPE: &str = "ferrite.index";
+/// Root word: offset of the first (head) leaf.
+const R_HEAD: usize = 0;
+/// Root word: offset of a committed, not yet completed batch log (0 = none).
+const R_LOG: usize = 1;
+/// Root word: [`FORMAT_TAG`].
+const R_FORMAT: usize = 2;
+
+const LOG_MAGIC: u64 = 0x4645_4958_4c4f_4731; // "FEIXLOG1"
+const LOG_HDR: usize = 32;
+
+/// Options of [`FerriteIndex::open_with`].
 #[derive(Debug, Clone, Default)]
-pub struct IndexOptions {}
+pub struct IndexOptions {
+    /// Skip every write-back and fence (the "PM index on DRAM" mode). Set by
+    /// [`FerriteIndex::volatile`]; on a durable pool it gives up crash safety.
+    pub no_persist: bool,
+}
 
-/// What the last open rebuilt.
+/// What the last open rebuilt from the PM leaves.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RebuildStats {
     pub leaves: u64,
     pub keys: u64,
+    /// Recovery (leaf walk, tracing, repairs) plus inner-node build.
     pub duration: Duration,
+    /// Leaves repaired by recovery (interrupted split or cross-line update).
+    pub repaired_leaves: u64,
+    /// Empty leaves unlinked by recovery.
+    pub unlinked_leaves: u64,
+    /// True when a committed write batch was replayed.
+    pub replayed_batch: bool,
 }
 
-/// Bytes in use.
+/// Memory in use, for the VLDB'22 Table 3 comparison.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MemoryUsage {
+    /// Inner nodes (DRAM).
     pub dram_bytes: u64,
+    /// Chunks the index object owns in the pool (leaves, out-of-line keys and
+    /// values, allocator slack). In volatile mode this pool is DRAM too.
     pub pm_bytes: u64,
+    /// Leaves in use.
+    pub leaves: u64,
 }
 
-/// The index.
+const STRIPES: usize = 16;
+
+#[repr(align(64))]
+#[derive(Default)]
+struct Stripe(AtomicI64);
+
+static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    static MY_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+}
+
+/// Blocks whose epoch has passed, freed by the next writer.
+#[derive(Default)]
+struct Reclaim {
+    ready: Mutex<Vec<u64>>,
+    n: AtomicUsize,
+    /// Retired and not yet freed (accounting checks count them as live).
+    retired: Mutex<HashSet<u64>>,
+}
+
+/// The index. See the module documentation.
 pub struct FerriteIndex {
-    map: RwLock<BTreeMap<Vec<u8>, Vec<u8>>>,
+    pool: Pool,
+    heap: Heap,
+    id: ObjectId,
+    base: *mut u8,
     durable: bool,
+    head: u64,
+    root: AtomicPtr<Node>,
+    /// Serialises changes of the inner tree.
+    smo: Mutex<()>,
+    /// Serialises write batches (one log root word).
+    batch: Mutex<()>,
+    counts: Box<[Stripe]>,
+    reclaim: Arc<Reclaim>,
+    rebuild: RebuildStats,
+}
+
+// SAFETY: `base` points into the mapping that `pool` (and `heap`) keep alive for
+// the index's lifetime; concurrent access to PM words goes through atomics under
+// the leaf-lock protocol; inner nodes are immutable once published and reclaimed
+// through the epoch.
+unsafe impl Send for FerriteIndex {}
+// SAFETY: see above.
+unsafe impl Sync for FerriteIndex {}
+
+/// Holds a leaf's version lock; releases it on drop (bumping the version when
+/// the leaf changed).
+struct Locked {
+    lf: Leaf,
+    v: u64,
+    dirty: bool,
+    obsolete: bool,
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        let mut nv = if self.dirty { self.v + 4 } else { self.v };
+        if self.obsolete {
+            nv |= 2;
+        }
+        self.lf.lock_word().store(nv, Ordering::Release);
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PutMode {
+    Insert,
+    Update,
+    Upsert,
+}
+
+/// An encoded key or value: the slot word, its length code, and whether it is
+/// an unpublished out-of-line block.
+#[derive(Clone, Copy)]
+struct Enc {
+    word: u64,
+    code: u8,
+}
+
+impl Enc {
+    fn ool(&self) -> bool {
+        self.code == CODE_OOL
+    }
+}
+
+/// A valid entry read from a leaf.
+#[derive(Clone, Copy)]
+struct Raw {
+    slot: usize,
+    kw: u64,
+    vw: u64,
+    d: u8,
+    fp: u8,
+}
+
+enum UpdateOutcome {
+    Done,
+    NeedSplit,
+}
+
+fn corrupt(detail: String) -> PmError {
+    PmError::CorruptObject {
+        object: "ferrite index".into(),
+        detail,
+    }
 }
 
 impl FerriteIndex {
-    pub fn open_or_create(_pool: &Pool, _name: &str) -> KvResult<FerriteIndex> {
-        Ok(FerriteIndex {
-            map: RwLock::new(BTreeMap::new()),
-            durable: true,
-        })
+    /// Opens the index object `name` in `pool` (creating it if absent); rebuilds
+    /// DRAM inner nodes from the PM leaves.
+    pub fn open_or_create(pool: &Pool, name: &str) -> KvResult<FerriteIndex> {
+        Self::open_with(pool, name, &IndexOptions::default())
     }
-    pub fn volatile(_capacity: u64) -> KvResult<FerriteIndex> {
-        Ok(FerriteIndex {
-            map: RwLock::new(BTreeMap::new()),
-            durable: false,
-        })
+
+    /// The same code in DRAM without write-backs or fences, on a volatile pool of
+    /// `capacity` bytes.
+    pub fn volatile(capacity: u64) -> KvResult<FerriteIndex> {
+        let pool = Pool::create_volatile(
+            capacity.max(ferrite_pm::layout::MIN_POOL),
+            &PoolOptions::default(),
+        )?;
+        Self::open_with(&pool, "ferrite-dram", &IndexOptions { no_persist: true })
     }
+
+    /// [`open_or_create`](Self::open_or_create) with options.
+    pub fn open_with(pool: &Pool, name: &str, opts: &IndexOptions) -> KvResult<FerriteIndex> {
+        let started = Instant::now();
+        let (id, _) = pool.open_or_create_object(name, INDEX_TYPE)?;
+        let head = pool.root(id, R_HEAD);
+        let log = pool.root(id, R_LOG);
+        if head != 0 && pool.root(id, R_FORMAT) != FORMAT_TAG {
+            return Err(KvError::Backend(format!(
+                "index {name}: unsupported format tag {:#x} (this build reads {FORMAT_TAG:#x})",
+                pool.root(id, R_FORMAT)
+            )));
+        }
+        let durable = !opts.no_persist;
+        let mut rec = Recovered::default();
+        let (heap, _) = pool.open_heap(id, |m| recover(m, head, log, durable, &mut rec))?;
+        let base = pool.base();
+        let mut idx = FerriteIndex {
+            pool: pool.clone(),
+            heap,
+            id,
+            base,
+            durable,
+            head,
+            root: AtomicPtr::new(std::ptr::null_mut()),
+            smo: Mutex::new(()),
+            batch: Mutex::new(()),
+            counts: (0..STRIPES).map(|_| Stripe::default()).collect(),
+            reclaim: Arc::new(Reclaim::default()),
+            rebuild: RebuildStats::default(),
+        };
+        if head == 0 {
+            let off = idx.heap.alloc(LEAF_SIZE)?;
+            let lf = idx.leaf(off);
+            init_leaf(lf, 0);
+            lf.lock_word().store(0, Ordering::Relaxed);
+            idx.flush(lf.line_ptr(0), LEAF_SIZE);
+            idx.fence();
+            pool.set_root(id, R_FORMAT, FORMAT_TAG)?;
+            pool.set_root(id, R_HEAD, off)?;
+            idx.head = off;
+            rec.leaves = vec![(None, off)];
+        }
+        idx.counts[0].0.store(rec.keys as i64, Ordering::Relaxed);
+        let nleaves = rec.leaves.len() as u64;
+        idx.root.store(
+            inner::build(std::mem::take(&mut rec.leaves)),
+            Ordering::Release,
+        );
+        idx.rebuild = RebuildStats {
+            leaves: nleaves,
+            keys: rec.keys,
+            duration: Duration::ZERO,
+            repaired_leaves: rec.repaired,
+            unlinked_leaves: rec.unlinked,
+            replayed_batch: false,
+        };
+        if log != 0 {
+            idx.replay_log(log)?;
+            idx.rebuild.replayed_batch = true;
+        }
+        idx.rebuild.duration = started.elapsed();
+        Ok(idx)
+    }
+
+    /// Leaves, keys and duration of the last open's rebuild.
     pub fn rebuild_stats(&self) -> RebuildStats {
-        RebuildStats::default()
+        self.rebuild
     }
+
+    /// DRAM and PM bytes in use.
     pub fn memory_usage(&self) -> MemoryUsage {
-        MemoryUsage::default()
+        let g = epoch::pin();
+        let root = self.root.load(Ordering::Acquire);
+        // SAFETY: root is live while `g` is pinned.
+        let dram = unsafe { inner::bytes(root) };
+        let mut leaves = Vec::new();
+        // SAFETY: as above.
+        unsafe { inner::leaves(root, &mut leaves) };
+        drop(g);
+        let cs = self.pool.header().chunk_size;
+        let chunks = self
+            .pool
+            .chunks_by_owner()
+            .into_iter()
+            .find(|c| c.0 == self.id)
+            .map_or(0, |c| c.1);
+        MemoryUsage {
+            dram_bytes: dram,
+            pm_bytes: chunks * cs,
+            leaves: leaves.len() as u64,
+        }
     }
+
+    /// The pool the index lives in.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    // ----- small helpers ---------------------------------------------------------
+
+    #[inline]
+    fn leaf(&self, off: u64) -> Leaf {
+        Leaf {
+            base: self.base,
+            off,
+        }
+    }
+
+    #[inline]
+    fn flush(&self, p: *const u8, len: usize) {
+        if self.durable {
+            self.pool.flush(p, len);
+        }
+    }
+
+    #[inline]
+    fn flush_line(&self, lf: Leaf, line: usize) {
+        self.flush(lf.line_ptr(line), 64);
+    }
+
+    #[inline]
+    fn fence(&self) {
+        if self.durable {
+            self.pool.fence();
+        }
+    }
+
+    fn count_add(&self, d: i64) {
+        let s = MY_STRIPE.with(|s| *s);
+        self.counts[s].0.fetch_add(d, Ordering::Relaxed);
+    }
+
+    /// An out-of-line block's bytes, bounds-checked (None when the offset or
+    /// length is implausible: a torn optimistic read or corruption).
+    #[inline]
+    fn ool(&self, off: u64) -> Option<&[u8]> {
+        ool_bytes(&self.pool, off)
+    }
+
+    fn free_later(&self, off: u64, g: &Guard) {
+        self.reclaim
+            .retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(off);
+        let r = self.reclaim.clone();
+        g.defer(move || {
+            r.ready.lock().unwrap_or_else(|e| e.into_inner()).push(off);
+            r.n.fetch_add(1, Ordering::Release);
+        });
+    }
+
+    fn drain_reclaim(&self) {
+        if self.reclaim.n.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let v = {
+            let mut q = self.reclaim.ready.lock().unwrap_or_else(|e| e.into_inner());
+            self.reclaim.n.store(0, Ordering::Relaxed);
+            std::mem::take(&mut *q)
+        };
+        {
+            let mut r = self
+                .reclaim
+                .retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            for off in &v {
+                r.remove(off);
+            }
+        }
+        for off in v {
+            // The unlinking store was flushed and fenced before the block was
+            // retired, as Heap::free requires.
+            let _ = self.heap.free(off);
+        }
+        if !self.durable {
+            // The heap reuses a freed block after this thread's next fence;
+            // volatile mode issues none otherwise.
+            self.pool.fence();
+        }
+    }
+
+    /// Frees what the epoch released and returns the blocks still retired.
+    fn quiesce(&self) -> Vec<u64> {
+        epoch::pin().flush();
+        self.drain_reclaim();
+        self.pool.fence();
+        let r = self
+            .reclaim
+            .retired
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        r.iter().copied().collect()
+    }
+
+    fn retire_nodes(&self, nodes: Vec<*mut Node>, g: &Guard) {
+        for p in nodes {
+            // SAFETY: `p` was replaced by path copying and is unreachable from the
+            // newly published root; readers pinned before the swap may still use
+            // it, so it is freed (shallowly: its children are shared) only after
+            // their epoch.
+            unsafe { g.defer_unchecked(move || inner::free_shallow(p)) };
+        }
+    }
+
+    /// Spins until `lf` is unlocked; its version, or None when it is obsolete.
+    #[inline]
+    fn read_begin(&self, lf: Leaf) -> Option<u64> {
+        loop {
+            let v = lf.lock_word().load(Ordering::Acquire);
+            if v & 2 != 0 {
+                return None;
+            }
+            if v & 1 == 0 {
+                return Some(v);
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    #[inline]
+    fn validate(&self, lf: Leaf, v: u64) -> bool {
+        lf.lock_word().load(Ordering::Acquire) == v
+    }
+
+    fn lock(&self, lf: Leaf) -> Option<Locked> {
+        loop {
+            let v = lf.lock_word().load(Ordering::Relaxed);
+            if v & 2 != 0 {
+                return None;
+            }
+            if v & 1 == 0
+                && lf
+                    .lock_word()
+                    .compare_exchange_weak(v, v | 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                return Some(Locked {
+                    lf,
+                    v,
+                    dirty: false,
+                    obsolete: false,
+                });
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    fn try_lock(&self, lf: Leaf) -> Option<Locked> {
+        let v = lf.lock_word().load(Ordering::Relaxed);
+        if v & 3 != 0 {
+            return None;
+        }
+        lf.lock_word()
+            .compare_exchange(v, v | 1, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| Locked {
+                lf,
+                v,
+                dirty: false,
+                obsolete: false,
+            })
+    }
+
+    /// Locks the leaf whose range holds `sk`.
+    fn lock_for(&self, sk: &SearchKey<'_>) -> Locked {
+        loop {
+            let tree = self.root.load(Ordering::Acquire);
+            // SAFETY: the caller is pinned; `tree` is a published root.
+            let r = unsafe { inner::route(tree, sk, true) };
+            if let Some(l) = self.lock(self.leaf(r.leaf)) {
+                if self.root.load(Ordering::Acquire) == tree {
+                    return l;
+                }
+            }
+        }
+    }
+
+    /// Whether slot `slot` (descriptor `d`) holds `sk`; the caller holds the
+    /// leaf lock or has validated the slot's words.
+    #[inline]
+    fn key_eq(&self, lf: Leaf, slot: usize, d: u8, sk: &SearchKey<'_>) -> bool {
+        let kc = kcode(d);
+        let kw = lf.key_word(slot);
+        if kc as usize <= INLINE_MAX {
+            kc as u32 == sk.len && kw == sk.prefix
+        } else {
+            kc == CODE_OOL && self.ool(kw).is_some_and(|b| b == sk.bytes)
+        }
+    }
+
+    /// Slot of `sk` in a leaf the caller has locked.
+    fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<usize> {
+        for l in 0..LINES {
+            let h = lf.hdr(l);
+            let mut m = match_fp(h, fp);
+            while m != 0 {
+                let s = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let slot = l * PER_LINE + s;
+                if self.key_eq(lf, slot, hdr_desc(h, s), sk) {
+                    return Some(slot);
+                }
+            }
+        }
+        None
+    }
+
+    /// Writes `bytes` to a new out-of-line block and flushes it (no fence).
+    fn write_block(&self, bytes: &[u8]) -> KvResult<u64> {
+        let off = self.heap.alloc(8 + bytes.len())?;
+        let p = self.pool.at(off, 8 + bytes.len());
+        // SAFETY: p..p+8+len is the freshly allocated block, unreachable by others.
+        unsafe {
+            std::ptr::write(p as *mut u64, bytes.len() as u64);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(8), bytes.len());
+        }
+        self.flush(p, 8 + bytes.len());
+        Ok(off)
+    }
+
+    fn encode_key(&self, key: &[u8]) -> KvResult<Enc> {
+        if key.len() <= INLINE_MAX {
+            Ok(Enc {
+                word: prefix_of(key),
+                code: key.len() as u8,
+            })
+        } else {
+            Ok(Enc {
+                word: self.write_block(key)?,
+                code: CODE_OOL,
+            })
+        }
+    }
+
+    fn encode_value(&self, v: &[u8]) -> KvResult<Enc> {
+        if v.len() <= INLINE_MAX {
+            Ok(Enc {
+                word: pack_inline(v),
+                code: v.len() as u8,
+            })
+        } else {
+            Ok(Enc {
+                word: self.write_block(v)?,
+                code: CODE_OOL,
+            })
+        }
+    }
+
+    /// Frees blocks that were never published.
+    fn discard(&self, e: &[Enc]) {
+        for x in e.iter().filter(|x| x.ool()) {
+            let _ = self.heap.free(x.word);
+        }
+    }
+
+    // ----- lookups ---------------------------------------------------------------
+
+    fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        let sk = SearchKey::new(key);
+        let fp = fingerprint(key);
+        let _g = epoch::pin();
+        'retry: loop {
+            let tree = self.root.load(Ordering::Acquire);
+            // SAFETY: pinned; `tree` is a published root.
+            let r = unsafe { inner::route(tree, &sk, true) };
+            let lf = self.leaf(r.leaf);
+            let Some(v) = self.read_begin(lf) else {
+                continue;
+            };
+            let mut hit = None;
+            'lines: for l in 0..LINES {
+                let h = lf.hdr(l);
+                let mut m = match_fp(h, fp);
+                while m != 0 {
+                    let s = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    let slot = l * PER_LINE + s;
+                    let d = hdr_desc(h, s);
+                    let kc = kcode(d);
+                    let eq = if kc as usize <= INLINE_MAX {
+                        kc as u32 == sk.len && lf.key_word(slot) == sk.prefix
+                    } else {
+                        let kw = lf.key_word(slot);
+                        // Dereference only words of a consistent version: the
+                        // block is then live until our epoch ends.
+                        if !self.validate(lf, v) {
+                            continue 'retry;
+                        }
+                        self.ool(kw).is_some_and(|b| b == key)
+                    };
+                    if eq {
+                        hit = Some((slot, d));
+                        break 'lines;
+                    }
+                }
+            }
+            let Some((slot, d)) = hit else {
+                if self.validate(lf, v) && self.root.load(Ordering::Acquire) == tree {
+                    return Ok(false);
+                }
+                continue;
+            };
+            let vw = lf.val_word(slot);
+            if !self.validate(lf, v) || self.root.load(Ordering::Acquire) != tree {
+                continue;
+            }
+            out.clear();
+            let vc = vcode(d) as usize;
+            if vc <= INLINE_MAX {
+                out.extend_from_slice(&vw.to_le_bytes()[..vc]);
+            } else {
+                match self.ool(vw) {
+                    Some(b) => out.extend_from_slice(b),
+                    None => continue,
+                }
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Valid entries of a leaf at a consistent version (None: retry).
+    fn snapshot(&self, lf: Leaf, out: &mut Vec<Raw>) -> Option<u64> {
+        let v = self.read_begin(lf)?;
+        out.clear();
+        for l in 0..LINES {
+            let h = lf.hdr(l);
+            let mut m = hdr_valid(h);
+            while m != 0 {
+                let s = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let slot = l * PER_LINE + s;
+                out.push(Raw {
+                    slot,
+                    kw: lf.key_word(slot),
+                    vw: lf.val_word(slot),
+                    d: hdr_desc(h, s),
+                    fp: hdr_fp(h, s),
+                });
+            }
+        }
+        let next = lf.next();
+        self.validate(lf, v).then_some(next)
+    }
+
+    /// Key of an entry as (prefix, len, bytes); `buf` holds inline bytes.
+    #[inline]
+    fn raw_key<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 8]) -> Option<(u64, u32, &'a [u8])> {
+        let kc = kcode(r.d) as usize;
+        if kc <= INLINE_MAX {
+            *buf = r.kw.to_be_bytes();
+            Some((r.kw, kc as u32, &buf[..kc]))
+        } else {
+            let b = self.ool(r.kw)?;
+            Some((prefix_of(b), b.len() as u32, b))
+        }
+    }
+
+    fn raw_value<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 8]) -> Option<&'a [u8]> {
+        let vc = vcode(r.d) as usize;
+        if vc <= INLINE_MAX {
+            *buf = r.vw.to_le_bytes();
+            Some(&buf[..vc])
+        } else {
+            self.ool(r.vw)
+        }
+    }
+
+    /// Sorts validated raw entries by key; returns keys as (prefix, len, slot-index).
+    fn sort_raw(&self, raws: &[Raw], order: &mut Vec<(u64, u32, usize)>) -> Option<()> {
+        order.clear();
+        for (i, r) in raws.iter().enumerate() {
+            let kc = kcode(r.d) as usize;
+            if kc <= INLINE_MAX {
+                order.push((r.kw, kc as u32, i));
+            } else {
+                let b = self.ool(r.kw)?;
+                order.push((prefix_of(b), b.len() as u32, i));
+            }
+        }
+        let full = |i: usize| -> &[u8] {
+            if kcode(raws[i].d) == CODE_OOL {
+                self.ool(raws[i].kw).unwrap_or(&[])
+            } else {
+                &[]
+            }
+        };
+        order.sort_unstable_by(|a, b| cmp_parts(a.0, a.1, full(a.2), b.0, b.1, full(b.2)));
+        Some(())
+    }
+
+    fn scan_impl(
+        &self,
+        start: &[u8],
+        inclusive: bool,
+        n: usize,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> KvResult<usize> {
+        if n == 0 {
+            return Ok(0);
+        }
+        let _g = epoch::pin();
+        let mut resume = start.to_vec();
+        let mut incl = inclusive;
+        let mut done = 0;
+        let mut raws = Vec::with_capacity(SLOTS);
+        let mut order = Vec::with_capacity(SLOTS);
+        'outer: loop {
+            let sk = SearchKey::new(&resume);
+            let tree = self.root.load(Ordering::Acquire);
+            // SAFETY: pinned; published root.
+            let mut off = unsafe { inner::route(tree, &sk, true) }.leaf;
+            loop {
+                let lf = self.leaf(off);
+                let Some(next) = self.snapshot(lf, &mut raws) else {
+                    continue 'outer;
+                };
+                if self.sort_raw(&raws, &mut order).is_none() {
+                    continue 'outer;
+                }
+                for &(p, l, i) in order.iter() {
+                    let r = &raws[i];
+                    let (mut kb, mut vb) = ([0u8; 8], [0u8; 8]);
+                    let (Some((_, _, key)), Some(val)) =
+                        (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
+                    else {
+                        continue 'outer;
+                    };
+                    let c = {
+                        let sk = SearchKey::new(&resume);
+                        cmp_parts(p, l, key, sk.prefix, sk.len, sk.bytes)
+                    };
+                    if c == std::cmp::Ordering::Less || (c == std::cmp::Ordering::Equal && !incl) {
+                        continue;
+                    }
+                    f(key, val);
+                    done += 1;
+                    if done == n {
+                        return Ok(done);
+                    }
+                    resume.clear();
+                    resume.extend_from_slice(key);
+                    incl = false;
+                }
+                if next == 0 {
+                    return Ok(done);
+                }
+                off = next;
+            }
+        }
+    }
+
+    /// The entry with the largest key < `bound` (or the largest of all).
+    fn prev_entry(&self, bound: Option<&[u8]>) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
+        let _g = epoch::pin();
+        let top = [0xffu8; MAX_KEY + 1];
+        let mut b: Vec<u8> = bound.map_or_else(|| top.to_vec(), |b| b.to_vec());
+        let mut raws = Vec::with_capacity(SLOTS);
+        let mut order = Vec::with_capacity(SLOTS);
+        'outer: loop {
+            let tree = self.root.load(Ordering::Acquire);
+            let sk = SearchKey::new(&b);
+            // SAFETY: pinned; published root.
+            let r = unsafe { inner::route(tree, &sk, false) };
+            let low = r.low_sep();
+            let lf = self.leaf(r.leaf);
+            if self.snapshot(lf, &mut raws).is_none() || self.sort_raw(&raws, &mut order).is_none()
+            {
+                continue;
+            }
+            if self.root.load(Ordering::Acquire) != tree {
+                continue;
+            }
+            for &(p, l, i) in order.iter().rev() {
+                let r = &raws[i];
+                let (mut kb, mut vb) = ([0u8; 8], [0u8; 8]);
+                let (Some((_, _, key)), Some(val)) =
+                    (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
+                else {
+                    continue 'outer;
+                };
+                if cmp_parts(p, l, key, sk.prefix, sk.len, sk.bytes) == std::cmp::Ordering::Less {
+                    return Ok(Some((key.to_vec(), val.to_vec())));
+                }
+            }
+            match low {
+                None => return Ok(None),
+                Some(s) => b = s.to_vec(),
+            }
+        }
+    }
+
+    // ----- writes ------------------------------------------------------------------
+
+    fn put(&self, key: &[u8], value: &[u8], mode: PutMode) -> KvResult<bool> {
+        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
+        self.drain_reclaim();
+        let sk = SearchKey::new(key);
+        let fp = fingerprint(key);
+        let g = epoch::pin();
+        loop {
+            let mut lk = self.lock_for(&sk);
+            let lf = lk.lf;
+            match self.find_locked(lf, &sk, fp) {
+                Some(slot) => {
+                    if mode == PutMode::Insert {
+                        return Ok(false);
+                    }
+                    match self.update_slot(lf, slot, value, &mut lk, &g)? {
+                        UpdateOutcome::Done => return Ok(mode == PutMode::Update),
+                        UpdateOutcome::NeedSplit => {
+                            self.split(&mut lk, None, &g)?;
+                        }
+                    }
+                }
+                None => {
+                    if mode == PutMode::Update {
+                        return Ok(false);
+                    }
+                    let ke = self.encode_key(key)?;
+                    let ve = match self.encode_value(value) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.discard(&[ke]);
+                            return Err(e);
+                        }
+                    };
+                    if ke.ool() || ve.ool() {
+                        // Blocks are durable before the entry that publishes them.
+                        self.fence();
+                    }
+                    let d = desc(ke.code, ve.code);
+                    if let Err(e) = self.insert_entry(&mut lk, ke.word, ve.word, d, fp, &g) {
+                        self.discard(&[ke, ve]);
+                        return Err(e);
+                    }
+                    self.count_add(1);
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Inserts a new entry into the locked leaf, splitting it when full.
+    fn insert_entry(
+        &self,
+        lk: &mut Locked,
+        kw: u64,
+        vw: u64,
+        d: u8,
+        fp: u8,
+        g: &Guard,
+    ) -> KvResult<()> {
+        let lf = lk.lf;
+        for l in 0..LINES {
+            let h = lf.hdr(l);
+            let free = !hdr_valid(h) & 7;
+            if free != 0 {
+                let s = free.trailing_zeros() as usize;
+                let slot = l * PER_LINE + s;
+                lf.set_key_word(slot, kw);
+                lf.set_val_word(slot, vw);
+                lf.set_hdr(l, hdr_set(h, s, d, fp));
+                self.flush_line(lf, l);
+                self.fence();
+                lk.dirty = true;
+                return Ok(());
+            }
+        }
+        self.split(
+            lk,
+            Some(Raw {
+                slot: usize::MAX,
+                kw,
+                vw,
+                d,
+                fp,
+            }),
+            g,
+        )
+    }
+
+    /// Splits the locked leaf in two (LB+-Tree-style logless split with one
+    /// sibling pointer; recovery drops the stale upper half if the split was
+    /// interrupted) and inserts `new` into the proper half.
+    fn split(&self, lk: &mut Locked, new: Option<Raw>, g: &Guard) -> KvResult<()> {
+        let lf = lk.lf;
+        let mut raws = Vec::with_capacity(SLOTS);
+        for l in 0..LINES {
+            let h = lf.hdr(l);
+            for s in 0..PER_LINE {
+                if hdr_valid(h) & (1 << s) != 0 {
+                    let slot = l * PER_LINE + s;
+                    raws.push(Raw {
+                        slot,
+                        kw: lf.key_word(slot),
+                        vw: lf.val_word(slot),
+                        d: hdr_desc(h, s),
+                        fp: hdr_fp(h, s),
+                    });
+                }
+            }
+        }
+        let mut order = Vec::with_capacity(SLOTS);
+        self.sort_raw(&raws, &mut order)
+            .ok_or_else(|| KvError::Pm(corrupt(format!("leaf {:#x}: bad key block", lf.off))))?;
+        if raws.len() < 2 {
+            return Err(KvError::Backend("split of a leaf with < 2 entries".into()));
+        }
+        let mid = raws.len() / 2;
+        let split_key = {
+            let mut kb = [0u8; 8];
+            let (_, _, k) = self
+                .raw_key(&raws[order[mid].2], &mut kb)
+                .ok_or_else(|| KvError::Backend("bad key block".into()))?;
+            k.to_vec()
+        };
+        let new_right = match &new {
+            Some(n) => {
+                let mut kb = [0u8; 8];
+                let (p, l, k) = self
+                    .raw_key(n, &mut kb)
+                    .ok_or_else(|| KvError::Backend("bad key block".into()))?;
+                let s = SearchKey::new(&split_key);
+                cmp_parts(p, l, k, s.prefix, s.len, s.bytes) != std::cmp::Ordering::Less
+            }
+            None => false,
+        };
+        let off = self.heap.alloc(LEAF_SIZE)?;
+        let nl = self.leaf(off);
+        init_leaf(nl, lf.next());
+        nl.lock_word().store(1, Ordering::Relaxed);
+        let mut moved: Vec<Raw> = order[mid..].iter().map(|o| raws[o.2]).collect();
+        if new_right {
+            if let Some(n) = new {
+                moved.push(n);
+            }
+        }
+        for (j, r) in moved.iter().enumerate() {
+            let (l, s) = (j / PER_LINE, j % PER_LINE);
+            nl.set_key_word(j, r.kw);
+            nl.set_val_word(j, r.vw);
+            nl.set_hdr(l, hdr_set(nl.hdr(l), s, r.d, r.fp));
+        }
+        self.flush(nl.line_ptr(0), LEAF_SIZE);
+        self.fence();
+        // Publish the new leaf: one 8-byte store.
+        lf.w(W_NEXT).store(off, Ordering::Release);
+        self.flush_line(lf, 0);
+        self.fence();
+        // Drop the moved entries here (and place the new one if it stays).
+        let mut hdrs = [0u64; LINES];
+        for (l, h) in hdrs.iter_mut().enumerate() {
+            *h = lf.hdr(l);
+        }
+        let before = hdrs;
+        for o in &order[mid..] {
+            let slot = raws[o.2].slot;
+            hdrs[slot / PER_LINE] = hdr_clear(hdrs[slot / PER_LINE], slot % PER_LINE);
+        }
+        if !new_right {
+            if let Some(n) = new {
+                let (l, s) = (0..LINES)
+                    .find_map(|l| {
+                        let free = !hdr_valid(hdrs[l]) & 7;
+                        (free != 0).then(|| (l, free.trailing_zeros() as usize))
+                    })
+                    .expect("a split frees slots");
+                let slot = l * PER_LINE + s;
+                lf.set_key_word(slot, n.kw);
+                lf.set_val_word(slot, n.vw);
+                hdrs[l] = hdr_set(hdrs[l], s, n.d, n.fp);
+            }
+        }
+        for l in 0..LINES {
+            if hdrs[l] != before[l] {
+                lf.set_hdr(l, hdrs[l]);
+                self.flush_line(lf, l);
+            }
+        }
+        self.fence();
+        lk.dirty = true;
+        {
+            let _s = self.smo.lock().unwrap_or_else(|e| e.into_inner());
+            let cur = self.root.load(Ordering::Acquire);
+            // SAFETY: `cur` is the current root and we hold the structure mutex.
+            let u = unsafe { inner::insert(cur, Sep::from_key(&split_key), off) };
+            self.root.store(u.root, Ordering::Release);
+            self.retire_nodes(u.retired, g);
+        }
+        nl.lock_word().store(4, Ordering::Release);
+        Ok(())
+    }
+
+    /// Replaces the value of `slot` in the locked leaf.
+    fn update_slot(
+        &self,
+        lf: Leaf,
+        slot: usize,
+        value: &[u8],
+        lk: &mut Locked,
+        g: &Guard,
+    ) -> KvResult<UpdateOutcome> {
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        let h = lf.hdr(l);
+        let d = hdr_desc(h, s);
+        let old_vc = vcode(d);
+        let old_vw = lf.val_word(slot);
+        let ne = self.encode_value(value)?;
+        if ne.code == old_vc && !ne.ool() {
+            // Same inline length: one atomic 8-byte store.
+            lf.set_val_word(slot, ne.word);
+            self.flush_line(lf, l);
+            self.fence();
+            lk.dirty = true;
+            return Ok(UpdateOutcome::Done);
+        }
+        if ne.ool() {
+            self.fence();
+        }
+        if ne.ool() && old_vc == CODE_OOL {
+            lf.set_val_word(slot, ne.word);
+            self.flush_line(lf, l);
+            self.fence();
+            lk.dirty = true;
+            self.free_later(old_vw, g);
+            return Ok(UpdateOutcome::Done);
+        }
+        // The length code changes: write the entry to a free slot and switch
+        // validity atomically when that slot shares the line.
+        let nd = desc(kcode(d), ne.code);
+        let kw = lf.key_word(slot);
+        let fp = hdr_fp(h, s);
+        let free = !hdr_valid(h) & 7;
+        if free != 0 {
+            let t = free.trailing_zeros() as usize;
+            let ns = l * PER_LINE + t;
+            lf.set_key_word(ns, kw);
+            lf.set_val_word(ns, ne.word);
+            lf.set_hdr(l, hdr_set(hdr_clear(h, s), t, nd, fp));
+            self.flush_line(lf, l);
+            self.fence();
+        } else {
+            // Another line: a pending-move word makes the switch recoverable.
+            let Some((nl_, nt)) = (0..LINES).filter(|&x| x != l).find_map(|x| {
+                let free = !hdr_valid(lf.hdr(x)) & 7;
+                (free != 0).then(|| (x, free.trailing_zeros() as usize))
+            }) else {
+                self.discard(&[ne]);
+                return Ok(UpdateOutcome::NeedSplit);
+            };
+            let ns = nl_ * PER_LINE + nt;
+            lf.w(W_PENDING).store(
+                PENDING_MARK | slot as u64 | (ns as u64) << 8,
+                Ordering::Release,
+            );
+            self.flush_line(lf, W_PENDING / LINE_WORDS);
+            self.fence();
+            lf.set_key_word(ns, kw);
+            lf.set_val_word(ns, ne.word);
+            lf.set_hdr(nl_, hdr_set(lf.hdr(nl_), nt, nd, fp));
+            self.flush_line(lf, nl_);
+            self.fence();
+            lf.set_hdr(l, hdr_clear(lf.hdr(l), s));
+            self.flush_line(lf, l);
+            self.fence();
+            lf.w(W_PENDING).store(0, Ordering::Release);
+            self.flush_line(lf, W_PENDING / LINE_WORDS);
+            self.fence();
+        }
+        lk.dirty = true;
+        if old_vc == CODE_OOL {
+            self.free_later(old_vw, g);
+        }
+        Ok(UpdateOutcome::Done)
+    }
+
+    fn delete(&self, key: &[u8]) -> KvResult<bool> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        self.drain_reclaim();
+        let sk = SearchKey::new(key);
+        let fp = fingerprint(key);
+        let g = epoch::pin();
+        let mut lk = self.lock_for(&sk);
+        let lf = lk.lf;
+        let Some(slot) = self.find_locked(lf, &sk, fp) else {
+            return Ok(false);
+        };
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        let h = lf.hdr(l);
+        let d = hdr_desc(h, s);
+        let (kw, vw) = (lf.key_word(slot), lf.val_word(slot));
+        lf.set_hdr(l, hdr_clear(h, s));
+        self.flush_line(lf, l);
+        self.fence();
+        lk.dirty = true;
+        self.count_add(-1);
+        if kcode(d) == CODE_OOL {
+            self.free_later(kw, &g);
+        }
+        if vcode(d) == CODE_OOL {
+            self.free_later(vw, &g);
+        }
+        if lf.off != self.head && lf.valid_mask() == 0 {
+            self.unlink_empty(&mut lk, &sk, &g);
+        }
+        Ok(true)
+    }
+
+    /// Unlinks the locked, empty leaf from the chain and the inner tree (when its
+    /// predecessor can be locked without waiting and its separator is removable).
+    fn unlink_empty(&self, lk: &mut Locked, sk: &SearchKey<'_>, g: &Guard) {
+        let lf = lk.lf;
+        let _s = self.smo.lock().unwrap_or_else(|e| e.into_inner());
+        let tree = self.root.load(Ordering::Acquire);
+        // SAFETY: pinned; current root under the structure mutex.
+        let r = unsafe { inner::route(tree, sk, true) };
+        if r.leaf != lf.off {
+            return;
+        }
+        let Some(low) = r.low_sep() else {
+            return;
+        };
+        let low = low.to_vec();
+        // SAFETY: as above.
+        let p = unsafe { inner::route(tree, &SearchKey::new(&low), false) }.leaf;
+        if p == lf.off {
+            return;
+        }
+        let pl = self.leaf(p);
+        let Some(mut plk) = self.try_lock(pl) else {
+            return;
+        };
+        if pl.next() != lf.off {
+            return;
+        }
+        // SAFETY: current root, structure mutex held.
+        let Some(u) = (unsafe { inner::remove(tree, &low, lf.off) }) else {
+            return;
+        };
+        pl.w(W_NEXT).store(lf.next(), Ordering::Release);
+        self.flush_line(pl, 0);
+        self.fence();
+        plk.dirty = true;
+        self.root.store(u.root, Ordering::Release);
+        self.retire_nodes(u.retired, g);
+        lk.obsolete = true;
+        self.free_later(lf.off, g);
+    }
+
+    // ----- batches -------------------------------------------------------------------
+
+    fn apply_batch(&self, ops: &[BatchOp]) -> KvResult<()> {
+        for op in ops {
+            match op {
+                BatchOp::Put { key, value } => {
+                    self.put(key, value, PutMode::Upsert)?;
+                }
+                BatchOp::Delete { key } => {
+                    self.delete(key)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn batch_impl(&self, batch: &WriteBatch) -> KvResult<()> {
+        for op in &batch.ops {
+            match op {
+                BatchOp::Put { key, value } => check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?,
+                BatchOp::Delete { key } => check_sizes(key, None, MAX_KEY, MAX_VALUE)?,
+            }
+        }
+        let _b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        if !self.durable || batch.ops.len() <= 1 {
+            return self.apply_batch(&batch.ops);
+        }
+        // Redo log: persist the batch, commit it with one root word, apply,
+        // retire the log. Recovery replays a committed log (idempotent).
+        let bytes = encode_log(&batch.ops);
+        let off = self.heap.alloc(bytes.len())?;
+        let p = self.pool.at(off, bytes.len());
+        self.pool.nt_copy(p, &bytes);
+        self.fence();
+        self.pool.set_root(self.id, R_LOG, off)?;
+        self.apply_batch(&batch.ops)?;
+        self.pool.set_root(self.id, R_LOG, 0)?;
+        let _ = self.heap.free(off);
+        Ok(())
+    }
+
+    fn replay_log(&mut self, off: u64) -> KvResult<()> {
+        let ops = decode_log(&self.pool, off).ok_or_else(|| {
+            KvError::Pm(corrupt(format!(
+                "committed batch log at {off:#x} is corrupt"
+            )))
+        })?;
+        self.apply_batch(&ops)?;
+        self.pool.set_root(self.id, R_LOG, 0)?;
+        let _ = self.heap.free(off);
+        self.pool.fence();
+        Ok(())
+    }
+
+    // ----- checks (tests and crash checker) ------------------------------------------
+
+    /// Every block the index reaches (leaves, out-of-line keys and values) with
+    /// its block size; verifies that the chain is sorted and matches the tree.
+    pub fn check_structure(&self) -> Result<Vec<(u64, u64)>, String> {
+        let _g = epoch::pin();
+        let mut tree_leaves = Vec::new();
+        // SAFETY: pinned.
+        unsafe { inner::leaves(self.root.load(Ordering::Acquire), &mut tree_leaves) };
+        let mut chain = Vec::new();
+        let mut off = self.head;
+        let mut blocks = Vec::new();
+        let mut last: Option<Vec<u8>> = None;
+        let mut raws = Vec::new();
+        let mut order = Vec::new();
+        let bs = |o: u64| self.heap.block_size(o).unwrap_or(0) as u64;
+        while off != 0 {
+            chain.push(off);
+            blocks.push((off, bs(off)));
+            let lf = self.leaf(off);
+            let next = self
+                .snapshot(lf, &mut raws)
+                .ok_or("leaf locked during check")?;
+            self.sort_raw(&raws, &mut order).ok_or("bad key block")?;
+            for &(_, _, i) in &order {
+                let r = raws[i];
+                let mut kb = [0u8; 8];
+                let (_, _, k) = self.raw_key(&r, &mut kb).ok_or("bad key")?;
+                if let Some(prev) = &last {
+                    if prev.as_slice() >= k {
+                        return Err(format!("keys out of order at leaf {off:#x}"));
+                    }
+                }
+                last = Some(k.to_vec());
+                if kcode(r.d) == CODE_OOL {
+                    blocks.push((r.kw, bs(r.kw)));
+                }
+                if vcode(r.d) == CODE_OOL {
+                    blocks.push((r.vw, bs(r.vw)));
+                }
+            }
+            off = next;
+            if chain.len() > 1 << 24 {
+                return Err("leaf chain has a cycle".into());
+            }
+        }
+        if chain != tree_leaves {
+            return Err(format!(
+                "leaf chain ({} leaves) differs from the inner tree ({} leaves)",
+                chain.len(),
+                tree_leaves.len()
+            ));
+        }
+        Ok(blocks)
+    }
+
+    /// Allocates everything left in the index's heap and checks that live +
+    /// allocatable blocks cover its chunks exactly (no leak, no double use).
+    /// Leaves the index unusable for inserts; for crash checkers.
+    pub fn exhaust_and_account(&self) -> Result<(), String> {
+        let retired = self.quiesce();
+        let mut live = self.check_structure()?;
+        for off in retired {
+            live.push((off, self.heap.block_size(off).unwrap_or(0) as u64));
+        }
+        ferrite_pm::targets::exhaust_and_account(&self.pool, &self.heap, live)
+    }
+}
+
+impl Drop for FerriteIndex {
+    fn drop(&mut self) {
+        self.drain_reclaim();
+        let root = self.root.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !root.is_null() {
+            // SAFETY: `&mut self`: no reader can hold the tree; retired nodes are
+            // not reachable from it.
+            unsafe { inner::free_deep(root) };
+        }
+    }
+}
+
+fn init_leaf(lf: Leaf, next: u64) {
+    for i in 0..LINES * LINE_WORDS {
+        lf.w(i).store(0, Ordering::Relaxed);
+    }
+    lf.w(W_NEXT).store(next, Ordering::Relaxed);
+    lf.w(W_MAGIC).store(LEAF_MAGIC, Ordering::Relaxed);
+}
+
+fn ool_bytes(pool: &Pool, off: u64) -> Option<&[u8]> {
+    if off % 8 != 0 || !pool.contains(off, 8) {
+        return None;
+    }
+    // SAFETY: in bounds and aligned (checked).
+    let len = unsafe { std::ptr::read(pool.at(off, 8) as *const u64) };
+    if len > MAX_VALUE.max(MAX_KEY) as u64 || !pool.contains(off + 8, len as usize) {
+        return None;
+    }
+    // SAFETY: in bounds (checked); blocks are immutable while reachable, and the
+    // epoch keeps retired ones intact while a reader can still see them.
+    Some(unsafe { std::slice::from_raw_parts(pool.at(off + 8, len as usize), len as usize) })
+}
+
+fn encode_log(ops: &[BatchOp]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for op in ops {
+        let (kind, k, v): (u8, &[u8], &[u8]) = match op {
+            BatchOp::Put { key, value } => (1, key, value),
+            BatchOp::Delete { key } => (2, key, &[]),
+        };
+        payload.push(kind);
+        payload.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        payload.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        payload.extend_from_slice(k);
+        payload.extend_from_slice(v);
+    }
+    let mut out = Vec::with_capacity(LOG_HDR + payload.len());
+    out.extend_from_slice(&LOG_MAGIC.to_le_bytes());
+    out.extend_from_slice(&(ops.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(crc32(&payload) as u64).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    let mut c = 0xffff_ffffu32;
+    for &x in b {
+        c ^= x as u32;
+        for _ in 0..8 {
+            c = (c >> 1) ^ (0xEDB8_8320 & (c & 1).wrapping_neg());
+        }
+    }
+    !c
+}
+
+fn decode_log(pool: &Pool, off: u64) -> Option<Vec<BatchOp>> {
+    if !pool.contains(off, LOG_HDR) {
+        return None;
+    }
+    let rd = |o: u64| -> u64 {
+        // SAFETY: callers check bounds first.
+        unsafe { std::ptr::read_unaligned(pool.at(o, 8) as *const u64) }
+    };
+    if rd(off) != LOG_MAGIC {
+        return None;
+    }
+    let (count, len, crc) = (rd(off + 8), rd(off + 16) as usize, rd(off + 24));
+    if !pool.contains(off + LOG_HDR as u64, len) {
+        return None;
+    }
+    // SAFETY: in bounds (checked); the log is not modified while replayed.
+    let p = unsafe { std::slice::from_raw_parts(pool.at(off + LOG_HDR as u64, len), len) };
+    if crc32(p) as u64 != crc {
+        return None;
+    }
+    let mut ops = Vec::new();
+    let mut i = 0;
+    while i < p.len() {
+        if i + 9 > p.len() {
+            return None;
+        }
+        let kind = p[i];
+        let kl = u32::from_le_bytes(p[i + 1..i + 5].try_into().ok()?) as usize;
+        let vl = u32::from_le_bytes(p[i + 5..i + 9].try_into().ok()?) as usize;
+        i += 9;
+        if kl > MAX_KEY || vl > MAX_VALUE || i + kl + vl > p.len() {
+            return None;
+        }
+        let key = p[i..i + kl].to_vec();
+        let value = p[i + kl..i + kl + vl].to_vec();
+        i += kl + vl;
+        ops.push(match kind {
+            1 => BatchOp::Put { key, value },
+            2 => BatchOp::Delete { key },
+            _ => return None,
+        });
+    }
+    (ops.len() as u64 == count).then_some(ops)
+}
+
+#[derive(Default)]
+struct Recovered {
+    leaves: Vec<(Option<Sep>, u64)>,
+    keys: u64,
+    repaired: u64,
+    unlinked: u64,
+}
+
+/// Valid entries of a leaf during recovery, with their keys.
+fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<(usize, Vec<u8>)>, PmError> {
+    let mut out = Vec::new();
+    for l in 0..LINES {
+        let h = lf.hdr(l);
+        for s in 0..PER_LINE {
+            if hdr_valid(h) & (1 << s) == 0 {
+                continue;
+            }
+            let slot = l * PER_LINE + s;
+            let d = hdr_desc(h, s);
+            let kc = kcode(d) as usize;
+            let vc = vcode(d);
+            if (kc > INLINE_MAX && kc != CODE_OOL as usize)
+                || (vc as usize > INLINE_MAX && vc != CODE_OOL)
+            {
+                return Err(corrupt(format!(
+                    "leaf {:#x} slot {slot}: bad length code",
+                    lf.off
+                )));
+            }
+            let kw = lf.key_word(slot);
+            let key = if kc <= INLINE_MAX {
+                kw.to_be_bytes()[..kc].to_vec()
+            } else {
+                ool_bytes(pool, kw)
+                    .ok_or_else(|| {
+                        corrupt(format!("leaf {:#x} slot {slot}: bad key block", lf.off))
+                    })?
+                    .to_vec()
+            };
+            out.push((slot, key));
+        }
+    }
+    Ok(out)
+}
+
+fn persist_line(pool: &Pool, lf: Leaf, l: usize, durable: bool) {
+    if durable {
+        pool.persist(lf.line_ptr(l), 64);
+    }
+}
+
+/// Walks the leaf chain: finishes interrupted splits and cross-line updates,
+/// unlinks empty leaves, marks every reachable block and collects the leaves'
+/// low keys for the inner tree.
+fn recover(
+    m: &mut Marker<'_>,
+    head: u64,
+    log: u64,
+    durable: bool,
+    rec: &mut Recovered,
+) -> Result<(), PmError> {
+    let pool = m.pool().clone();
+    if log != 0 {
+        m.mark(log)?;
+    }
+    if head == 0 {
+        return Ok(());
+    }
+    let base = pool.base();
+    let max_leaves = pool.size() / LEAF_SIZE as u64;
+    let check_leaf = |off: u64| -> Result<Leaf, PmError> {
+        if off % 256 != 0 || !pool.contains(off, LEAF_SIZE) {
+            return Err(corrupt(format!("leaf pointer {off:#x} is invalid")));
+        }
+        let lf = Leaf { base, off };
+        if lf.w(W_MAGIC).load(Ordering::Relaxed) != LEAF_MAGIC {
+            return Err(corrupt(format!("block {off:#x} is not an index leaf")));
+        }
+        Ok(lf)
+    };
+    // Per leaf: fix a pending cross-line move, reset the lock.
+    let prepare = |lf: Leaf, rec: &mut Recovered| -> Result<Vec<(usize, Vec<u8>)>, PmError> {
+        lf.lock_word().store(0, Ordering::Relaxed);
+        let pend = lf.w(W_PENDING).load(Ordering::Relaxed);
+        if pend & PENDING_MARK != 0 {
+            let (o, n) = ((pend & 0xff) as usize, ((pend >> 8) & 0xff) as usize);
+            if o < SLOTS && n < SLOTS {
+                let valid = lf.valid_mask();
+                if valid & (1 << o) != 0 && valid & (1 << n) != 0 {
+                    let l = o / PER_LINE;
+                    lf.set_hdr(l, hdr_clear(lf.hdr(l), o % PER_LINE));
+                    persist_line(&pool, lf, l, durable);
+                }
+            }
+            lf.w(W_PENDING).store(0, Ordering::Relaxed);
+            persist_line(&pool, lf, W_PENDING / LINE_WORDS, durable);
+            rec.repaired += 1;
+        }
+        leaf_keys(&pool, lf)
+    };
+    let mark_entries = |m: &mut Marker<'_>, lf: Leaf| -> Result<u64, PmError> {
+        let mut n = 0;
+        for l in 0..LINES {
+            let h = lf.hdr(l);
+            for s in 0..PER_LINE {
+                if hdr_valid(h) & (1 << s) == 0 {
+                    continue;
+                }
+                let slot = l * PER_LINE + s;
+                let d = hdr_desc(h, s);
+                if kcode(d) == CODE_OOL {
+                    m.mark(lf.key_word(slot))?;
+                }
+                if vcode(d) == CODE_OOL {
+                    let vw = lf.val_word(slot);
+                    ool_bytes(&pool, vw).ok_or_else(|| {
+                        corrupt(format!("leaf {:#x} slot {slot}: bad value block", lf.off))
+                    })?;
+                    m.mark(vw)?;
+                }
+                n += 1;
+            }
+        }
+        Ok(n)
+    };
+
+    // `prev`: the last leaf kept, not yet finalised (marked), with its keys.
+    let head_lf = check_leaf(head)?;
+    let mut prev = (head_lf, prepare(head_lf, rec)?);
+    let mut prev_low: Option<Sep> = None;
+    let mut steps = 0u64;
+    loop {
+        let next = prev.0.next();
+        if next == 0 {
+            break;
+        }
+        steps += 1;
+        if steps > max_leaves {
+            return Err(corrupt("leaf chain has a cycle".into()));
+        }
+        let cur = check_leaf(next)?;
+        let keys = prepare(cur, rec)?;
+        if keys.is_empty() {
+            // An empty leaf (other than the head): unlink it; it stays unmarked
+            // and so becomes free.
+            prev.0.w(W_NEXT).store(cur.next(), Ordering::Release);
+            persist_line(&pool, prev.0, 0, durable);
+            rec.unlinked += 1;
+            continue;
+        }
+        let min = keys.iter().map(|k| &k.1).min().expect("non-empty").clone();
+        // An interrupted split leaves the upper half in both leaves: every key
+        // of `prev` is below every key of its successor otherwise.
+        let mut hdrs: Vec<u64> = (0..LINES).map(|l| prev.0.hdr(l)).collect();
+        let before = hdrs.clone();
+        prev.1.retain(|(slot, k)| {
+            if *k >= min {
+                hdrs[slot / PER_LINE] = hdr_clear(hdrs[slot / PER_LINE], slot % PER_LINE);
+                false
+            } else {
+                true
+            }
+        });
+        if hdrs != before {
+            for l in 0..LINES {
+                if hdrs[l] != before[l] {
+                    prev.0.set_hdr(l, hdrs[l]);
+                    persist_line(&pool, prev.0, l, durable);
+                }
+            }
+            rec.repaired += 1;
+        }
+        m.mark(prev.0.off)?;
+        rec.keys += mark_entries(m, prev.0)?;
+        rec.leaves.push((prev_low.take(), prev.0.off));
+        prev_low = Some(Sep::from_key(&min));
+        prev = (cur, keys);
+    }
+    m.mark(prev.0.off)?;
+    rec.keys += mark_entries(m, prev.0)?;
+    rec.leaves.push((prev_low, prev.0.off));
+    Ok(())
 }
 
 impl OrderedKv for FerriteIndex {
@@ -64,76 +1573,125 @@ impl OrderedKv for FerriteIndex {
             "ferrite-dram"
         }
     }
+
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
-        out.clear();
-        match self.map.read().unwrap().get(key) {
-            Some(v) => {
-                out.extend_from_slice(v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        self.lookup(key, out)
     }
+
     fn insert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
-        let mut m = self.map.write().unwrap();
-        if m.contains_key(key) {
-            return Ok(false);
-        }
-        m.insert(key.to_vec(), value.to_vec());
-        Ok(true)
+        self.put(key, value, PutMode::Insert)
     }
+
     fn update(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
-        match self.map.write().unwrap().get_mut(key) {
-            Some(v) => {
-                *v = value.to_vec();
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        self.put(key, value, PutMode::Update)
     }
+
     fn upsert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
-        Ok(self
-            .map
-            .write()
-            .unwrap()
-            .insert(key.to_vec(), value.to_vec())
-            .is_none())
+        self.put(key, value, PutMode::Upsert)
     }
+
     fn remove(&self, key: &[u8]) -> KvResult<bool> {
-        Ok(self.map.write().unwrap().remove(key).is_some())
+        self.delete(key)
     }
+
     fn count(&self) -> usize {
-        self.map.read().unwrap().len()
+        let n: i64 = self
+            .counts
+            .iter()
+            .map(|s| s.0.load(Ordering::Relaxed))
+            .sum();
+        n.max(0) as usize
     }
+
     fn scan(&self, start: &[u8], n: usize, f: &mut dyn FnMut(&[u8], &[u8])) -> KvResult<usize> {
-        let m = self.map.read().unwrap();
-        let mut c = 0;
-        for (k, v) in m.range(start.to_vec()..).take(n) {
-            f(k, v);
-            c += 1;
-        }
-        Ok(c)
+        check_sizes(start, None, MAX_KEY, MAX_VALUE)?;
+        self.scan_impl(start, true, n, f)
     }
+
     fn write_batch(&self, batch: &WriteBatch) -> KvResult<()> {
-        let mut m = self.map.write().unwrap();
-        for op in &batch.ops {
-            match op {
-                BatchOp::Put { key, value } => {
-                    m.insert(key.clone(), value.clone());
-                }
-                BatchOp::Delete { key } => {
-                    m.remove(key);
-                }
+        self.batch_impl(batch)
+    }
+
+    fn cursor(&self) -> KvResult<Box<dyn KvCursor + '_>> {
+        Ok(Box::new(Cursor {
+            idx: self,
+            pos: Pos::Unpositioned,
+        }))
+    }
+}
+
+enum Pos {
+    Unpositioned,
+    At(Vec<u8>),
+    BeforeFirst,
+    AfterLast,
+}
+
+/// A cursor over live data: each move reads the index as it is at that moment
+/// (no snapshot isolation); it never returns a key twice in one direction.
+struct Cursor<'a> {
+    idx: &'a FerriteIndex,
+    pos: Pos,
+}
+
+type Entry = Option<(Vec<u8>, Vec<u8>)>;
+
+impl Cursor<'_> {
+    fn forward(&mut self, start: &[u8], inclusive: bool) -> KvResult<Entry> {
+        let mut got = None;
+        self.idx.scan_impl(start, inclusive, 1, &mut |k, v| {
+            got = Some((k.to_vec(), v.to_vec()))
+        })?;
+        self.pos = match &got {
+            Some((k, _)) => Pos::At(k.clone()),
+            None => Pos::AfterLast,
+        };
+        Ok(got)
+    }
+
+    fn backward(&mut self, bound: Option<&[u8]>) -> KvResult<Entry> {
+        let got = self.idx.prev_entry(bound)?;
+        self.pos = match &got {
+            Some((k, _)) => Pos::At(k.clone()),
+            None => Pos::BeforeFirst,
+        };
+        Ok(got)
+    }
+}
+
+impl KvCursor for Cursor<'_> {
+    fn seek(&mut self, key: &[u8]) -> KvResult<Entry> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        self.forward(key, true)
+    }
+
+    fn first(&mut self) -> KvResult<Entry> {
+        self.forward(&[], true)
+    }
+
+    fn last(&mut self) -> KvResult<Entry> {
+        self.backward(None)
+    }
+
+    fn next(&mut self) -> KvResult<Entry> {
+        match std::mem::replace(&mut self.pos, Pos::Unpositioned) {
+            Pos::At(k) => self.forward(&k, false),
+            Pos::Unpositioned | Pos::BeforeFirst => self.first(),
+            Pos::AfterLast => {
+                self.pos = Pos::AfterLast;
+                Ok(None)
             }
         }
-        Ok(())
     }
-    fn cursor(&self) -> KvResult<Box<dyn KvCursor + '_>> {
-        Err(crate::KvError::Backend(
-            "cursor: not yet implemented".into(),
-        ))
+
+    fn prev(&mut self) -> KvResult<Entry> {
+        match std::mem::replace(&mut self.pos, Pos::Unpositioned) {
+            Pos::At(k) => self.backward(Some(&k)),
+            Pos::Unpositioned | Pos::AfterLast => self.last(),
+            Pos::BeforeFirst => {
+                self.pos = Pos::BeforeFirst;
+                Ok(None)
+            }
+        }
     }
 }

@@ -1,0 +1,591 @@
+//! DRAM inner nodes: a B+-tree over the PM leaves, updated by path copying.
+//!
+//! Readers traverse an immutable snapshot reached from one atomic root pointer
+//! while pinned in an epoch (`crossbeam-epoch`); they never write shared memory
+//! and never retry because of another traversal. Writers (leaf splits and leaf
+//! removals, serialised by the index's structure mutex) copy the nodes on the
+//! root-to-leaf path, publish the new root, and retire the replaced nodes
+//! *shallowly* through the epoch: children that are not on the path are shared
+//! with the new version and stay owned by it.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+/// Maximum children per node.
+pub const FANOUT: usize = 64;
+/// Children per node when bulk-loading on open.
+const FILL: usize = 48;
+
+/// A key prepared for comparisons: the first 8 bytes as a big-endian integer
+/// (zero-padded), the length, and the bytes.
+#[derive(Clone, Copy)]
+pub struct SearchKey<'a> {
+    pub prefix: u64,
+    pub len: u32,
+    pub bytes: &'a [u8],
+}
+
+impl<'a> SearchKey<'a> {
+    #[inline]
+    pub fn new(bytes: &'a [u8]) -> SearchKey<'a> {
+        SearchKey {
+            prefix: prefix_of(bytes),
+            len: bytes.len() as u32,
+            bytes,
+        }
+    }
+}
+
+/// First 8 bytes of `key` as a big-endian integer, zero-padded: comparing
+/// prefixes, then lengths (or the remaining bytes when both keys are longer
+/// than 8 bytes) is byte-string order.
+#[inline]
+pub fn prefix_of(key: &[u8]) -> u64 {
+    if let Ok(b) = <[u8; 8]>::try_from(key) {
+        return u64::from_be_bytes(b);
+    }
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// Byte-string order of two keys given as (prefix, length, bytes); `a_bytes`
+/// and `b_bytes` are only read when both keys are longer than 8 bytes.
+#[inline]
+pub fn cmp_parts(ap: u64, al: u32, a: &[u8], bp: u64, bl: u32, b: &[u8]) -> Ordering {
+    match ap.cmp(&bp) {
+        Ordering::Equal if al > 8 && bl > 8 => a[8..].cmp(&b[8..]),
+        Ordering::Equal => al.cmp(&bl),
+        o => o,
+    }
+}
+
+/// A separator: the low key of the child to its right.
+#[derive(Clone)]
+pub struct Sep {
+    pub prefix: u64,
+    pub len: u32,
+    /// The whole key, kept only when it is longer than 8 bytes.
+    pub full: Option<Arc<[u8]>>,
+}
+
+impl Sep {
+    pub fn from_key(key: &[u8]) -> Sep {
+        Sep {
+            prefix: prefix_of(key),
+            len: key.len() as u32,
+            full: (key.len() > 8).then(|| Arc::from(key)),
+        }
+    }
+
+    /// The key bytes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        match &self.full {
+            Some(f) => f.to_vec(),
+            None => self.prefix.to_be_bytes()[..self.len as usize].to_vec(),
+        }
+    }
+}
+
+/// One node. Level 0 nodes point at PM leaves (offsets), higher ones at nodes.
+pub struct Node {
+    level: u8,
+    prefixes: Vec<u64>,
+    lens: Vec<u32>,
+    /// Empty while no separator of the node is longer than 8 bytes.
+    fulls: Vec<Option<Arc<[u8]>>>,
+    leaves: Vec<u64>,
+    kids: Vec<*mut Node>,
+}
+
+impl Node {
+    fn empty(level: u8) -> Node {
+        Node {
+            level,
+            prefixes: Vec::new(),
+            lens: Vec::new(),
+            fulls: Vec::new(),
+            leaves: Vec::new(),
+            kids: Vec::new(),
+        }
+    }
+
+    fn nkeys(&self) -> usize {
+        self.prefixes.len()
+    }
+
+    fn nchildren(&self) -> usize {
+        if self.level == 0 {
+            self.leaves.len()
+        } else {
+            self.kids.len()
+        }
+    }
+
+    #[inline]
+    fn full(&self, i: usize) -> &[u8] {
+        match self.fulls.get(i) {
+            Some(Some(f)) => f,
+            _ => &[],
+        }
+    }
+
+    /// Order of separator `i` relative to `k`.
+    #[inline]
+    fn cmp_sep(&self, i: usize, k: &SearchKey<'_>) -> Ordering {
+        let (p, l) = (self.prefixes[i], self.lens[i]);
+        if p != k.prefix {
+            return p.cmp(&k.prefix);
+        }
+        cmp_parts(p, l, self.full(i), k.prefix, k.len, k.bytes)
+    }
+
+    /// Number of separators <= k (`le`) or < k (`!le`).
+    #[inline]
+    fn bound(&self, k: &SearchKey<'_>, le: bool) -> usize {
+        let (mut lo, mut hi) = (0, self.nkeys());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let o = self.cmp_sep(mid, k);
+            let go_right = if le {
+                o != Ordering::Greater
+            } else {
+                o == Ordering::Less
+            };
+            if go_right {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    fn sep(&self, i: usize) -> Sep {
+        Sep {
+            prefix: self.prefixes[i],
+            len: self.lens[i],
+            full: self.fulls.get(i).cloned().flatten(),
+        }
+    }
+
+    fn insert_sep(&mut self, i: usize, s: Sep) {
+        let keep = !self.fulls.is_empty() || s.full.is_some();
+        if keep && self.fulls.is_empty() {
+            self.fulls = vec![None; self.nkeys()];
+        }
+        self.prefixes.insert(i, s.prefix);
+        self.lens.insert(i, s.len);
+        if keep {
+            self.fulls.insert(i, s.full);
+        }
+    }
+
+    fn remove_sep(&mut self, i: usize) {
+        self.prefixes.remove(i);
+        self.lens.remove(i);
+        if !self.fulls.is_empty() {
+            self.fulls.remove(i);
+        }
+    }
+
+    /// A shallow copy (children are shared, not copied).
+    fn shallow_clone(&self) -> Node {
+        Node {
+            level: self.level,
+            prefixes: self.prefixes.clone(),
+            lens: self.lens.clone(),
+            fulls: self.fulls.clone(),
+            leaves: self.leaves.clone(),
+            kids: self.kids.clone(),
+        }
+    }
+
+    /// Splits an overfull node: returns the separator moving up and the right half.
+    fn split(&mut self) -> (Sep, Node) {
+        let mid = self.nkeys() / 2;
+        let up = self.sep(mid);
+        let mut right = Node::empty(self.level);
+        right.prefixes = self.prefixes.split_off(mid + 1);
+        right.lens = self.lens.split_off(mid + 1);
+        if !self.fulls.is_empty() {
+            right.fulls = self.fulls.split_off(mid + 1);
+        }
+        self.remove_sep(mid);
+        if self.level == 0 {
+            right.leaves = self.leaves.split_off(mid + 1);
+        } else {
+            right.kids = self.kids.split_off(mid + 1);
+        }
+        (up, right)
+    }
+
+    fn bytes(&self) -> u64 {
+        let mut b = std::mem::size_of::<Node>()
+            + self.prefixes.capacity() * 8
+            + self.lens.capacity() * 4
+            + self.fulls.capacity() * 16
+            + self.leaves.capacity() * 8
+            + self.kids.capacity() * 8;
+        for f in self.fulls.iter().flatten() {
+            b += f.len() + 16;
+        }
+        b as u64
+    }
+}
+
+/// Where a key routes: the leaf and the low key of its range (None = -inf).
+pub struct Route<'t> {
+    pub leaf: u64,
+    pub low: Option<(&'t Node, usize)>,
+}
+
+impl Route<'_> {
+    pub fn low_sep(&self) -> Option<Sep> {
+        self.low.map(|(n, i)| n.sep(i))
+    }
+}
+
+/// Descends from `root` to the leaf whose range holds `k` (`le`), or the leaf
+/// holding the largest keys below `k` (`!le`).
+///
+/// # Safety
+/// `root` must be a live tree root, protected by the caller's epoch guard.
+#[inline]
+pub unsafe fn route<'t>(root: *const Node, k: &SearchKey<'_>, le: bool) -> Route<'t> {
+    // SAFETY: the caller keeps the tree alive (epoch pin); nodes are immutable.
+    let mut n: &'t Node = unsafe { &*root };
+    let mut low = None;
+    loop {
+        let i = n.bound(k, le);
+        if i > 0 {
+            low = Some((n, i - 1));
+        }
+        if n.level == 0 {
+            return Route {
+                leaf: n.leaves[i],
+                low,
+            };
+        }
+        // SAFETY: children of a live node are live (same snapshot).
+        n = unsafe { &*n.kids[i] };
+    }
+}
+
+/// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
+pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
+    let mut level: Vec<(Option<Sep>, Node)> = Vec::new();
+    let mut cur: Option<(Option<Sep>, Node)> = None;
+    for (sep, off) in leaves {
+        match &mut cur {
+            Some((_, n)) if n.leaves.len() < FILL => {
+                n.insert_sep(n.nkeys(), sep.expect("only the first leaf has no low key"));
+                n.leaves.push(off);
+            }
+            _ => {
+                if let Some(c) = cur.take() {
+                    level.push(c);
+                }
+                let mut n = Node::empty(0);
+                n.leaves.push(off);
+                cur = Some((sep, n));
+            }
+        }
+    }
+    if let Some(c) = cur.take() {
+        level.push(c);
+    }
+    if level.is_empty() {
+        let mut n = Node::empty(0);
+        n.leaves.push(0);
+        level.push((None, n));
+    }
+    let mut lvl = 1u8;
+    while level.len() > 1 {
+        let mut up: Vec<(Option<Sep>, Node)> = Vec::new();
+        let mut cur: Option<(Option<Sep>, Node)> = None;
+        for (sep, node) in level {
+            let p = Box::into_raw(Box::new(node));
+            match &mut cur {
+                Some((_, n)) if n.kids.len() < FILL => {
+                    n.insert_sep(n.nkeys(), sep.expect("only the first node has no low key"));
+                    n.kids.push(p);
+                }
+                _ => {
+                    if let Some(c) = cur.take() {
+                        up.push(c);
+                    }
+                    let mut n = Node::empty(lvl);
+                    n.kids.push(p);
+                    cur = Some((sep, n));
+                }
+            }
+        }
+        if let Some(c) = cur.take() {
+            up.push(c);
+        }
+        level = up;
+        lvl += 1;
+    }
+    let (_, root) = level.pop().expect("one root");
+    Box::into_raw(Box::new(root))
+}
+
+/// Result of a path-copying update: the new root and the replaced nodes, which
+/// the caller retires (shallowly) after publishing the new root.
+pub struct Update {
+    pub root: *mut Node,
+    pub retired: Vec<*mut Node>,
+}
+
+/// Adds leaf `leaf` with low key `sep` (which is not yet a separator).
+///
+/// # Safety
+/// `root` is the current root and the caller holds the structure mutex.
+pub unsafe fn insert(root: *mut Node, sep: Sep, leaf: u64) -> Update {
+    let mut retired = Vec::new();
+    // SAFETY: forwarded contract.
+    let (new, split) = unsafe { insert_rec(root, &sep, leaf, &mut retired) };
+    let root = match split {
+        None => Box::into_raw(Box::new(new)),
+        Some((up, right)) => {
+            let level = new.level + 1;
+            let mut r = Node::empty(level);
+            r.kids.push(Box::into_raw(Box::new(new)));
+            r.kids.push(Box::into_raw(Box::new(right)));
+            r.insert_sep(0, up);
+            Box::into_raw(Box::new(r))
+        }
+    };
+    Update { root, retired }
+}
+
+unsafe fn insert_rec(
+    node: *mut Node,
+    sep: &Sep,
+    leaf: u64,
+    retired: &mut Vec<*mut Node>,
+) -> (Node, Option<(Sep, Node)>) {
+    retired.push(node);
+    // SAFETY: node is live (caller's contract) and immutable.
+    let n = unsafe { &*node };
+    let key_bytes;
+    let k = SearchKey {
+        prefix: sep.prefix,
+        len: sep.len,
+        bytes: match &sep.full {
+            Some(f) => f,
+            None => {
+                key_bytes = sep.to_vec();
+                &key_bytes
+            }
+        },
+    };
+    let i = n.bound(&k, true);
+    let mut c = n.shallow_clone();
+    if n.level == 0 {
+        c.insert_sep(i, sep.clone());
+        c.leaves.insert(i + 1, leaf);
+    } else {
+        // SAFETY: children of a live node are live.
+        let (child, split) = unsafe { insert_rec(n.kids[i], sep, leaf, retired) };
+        c.kids[i] = Box::into_raw(Box::new(child));
+        if let Some((up, right)) = split {
+            c.insert_sep(i, up);
+            c.kids.insert(i + 1, Box::into_raw(Box::new(right)));
+        }
+    }
+    if c.nchildren() > FANOUT {
+        let (up, right) = c.split();
+        (c, Some((up, right)))
+    } else {
+        (c, None)
+    }
+}
+
+/// Removes leaf `leaf`, whose low key is `low`, when its separator sits in its
+/// level-0 node (it is not that node's first child). Returns None otherwise.
+///
+/// # Safety
+/// As for [`insert`].
+pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
+    let k = SearchKey::new(low);
+    let mut path = Vec::new();
+    let mut node = root;
+    loop {
+        // SAFETY: live nodes (caller's contract).
+        let n = unsafe { &*node };
+        let i = n.bound(&k, true);
+        path.push((node, i));
+        if n.level == 0 {
+            if i == 0 || n.leaves[i] != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
+                return None;
+            }
+            break;
+        }
+        node = n.kids[i];
+    }
+    let mut retired = Vec::new();
+    let mut below: Option<*mut Node> = None;
+    for &(node, i) in path.iter().rev() {
+        retired.push(node);
+        // SAFETY: live node.
+        let n = unsafe { &*node };
+        let mut c = n.shallow_clone();
+        match below {
+            None => {
+                c.remove_sep(i - 1);
+                c.leaves.remove(i);
+            }
+            Some(p) => c.kids[i] = p,
+        }
+        below = Some(Box::into_raw(Box::new(c)));
+    }
+    Some(Update {
+        root: below.expect("non-empty path"),
+        retired,
+    })
+}
+
+/// Frees a retired node without touching its children.
+///
+/// # Safety
+/// `p` came from this module, is no longer reachable from a published root, and
+/// no reader can still hold it (its epoch has passed).
+pub unsafe fn free_shallow(p: *mut Node) {
+    // SAFETY: forwarded contract; Node owns no children (raw pointers).
+    drop(unsafe { Box::from_raw(p) });
+}
+
+/// Frees a whole tree.
+///
+/// # Safety
+/// No reader can reach `root` any more and it is not shared with a live tree.
+pub unsafe fn free_deep(root: *mut Node) {
+    // SAFETY: forwarded contract.
+    let n = unsafe { Box::from_raw(root) };
+    for &k in &n.kids {
+        // SAFETY: each child is owned by this tree only.
+        unsafe { free_deep(k) };
+    }
+}
+
+/// DRAM bytes of a tree.
+///
+/// # Safety
+/// `root` is live for the duration of the call.
+pub unsafe fn bytes(root: *const Node) -> u64 {
+    // SAFETY: forwarded contract.
+    let n = unsafe { &*root };
+    let mut b = n.bytes();
+    for &k in &n.kids {
+        // SAFETY: children of a live node are live.
+        b += unsafe { bytes(k) };
+    }
+    b
+}
+
+/// Leaves of a tree in key order (tests and consistency checks).
+///
+/// # Safety
+/// `root` is live for the duration of the call.
+pub unsafe fn leaves(root: *const Node, out: &mut Vec<u64>) {
+    // SAFETY: forwarded contract.
+    let n = unsafe { &*root };
+    if n.level == 0 {
+        out.extend_from_slice(&n.leaves);
+    }
+    for &k in &n.kids {
+        // SAFETY: children of a live node are live.
+        unsafe { leaves(k, out) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u64) -> Vec<u8> {
+        i.to_be_bytes().to_vec()
+    }
+
+    #[test]
+    fn build_insert_route_remove() {
+        let leaves: Vec<(Option<Sep>, u64)> = (0..1000u64)
+            .map(|i| ((i > 0).then(|| Sep::from_key(&key(i * 10))), i + 1))
+            .collect();
+        let mut root = build(leaves);
+        for i in 0..1000u64 {
+            let k = key(i * 10 + 5);
+            // SAFETY: single-threaded test; root is live.
+            let r = unsafe { route(root, &SearchKey::new(&k), true) };
+            assert_eq!(r.leaf, i + 1);
+        }
+        // Insert new leaves at i*10+5.
+        for i in 0..1000u64 {
+            // SAFETY: single-threaded.
+            let u = unsafe { insert(root, Sep::from_key(&key(i * 10 + 5)), 5000 + i) };
+            for p in u.retired {
+                // SAFETY: replaced nodes are unreachable from the new root.
+                unsafe { free_shallow(p) };
+            }
+            root = u.root;
+        }
+        for i in 0..1000u64 {
+            let k = key(i * 10 + 6);
+            // SAFETY: single-threaded.
+            assert_eq!(
+                unsafe { route(root, &SearchKey::new(&k), true) }.leaf,
+                5000 + i
+            );
+            let k = key(i * 10 + 5);
+            // SAFETY: single-threaded.
+            let r = unsafe { route(root, &SearchKey::new(&k), false) };
+            assert_eq!(r.leaf, i + 1);
+        }
+        let mut all = Vec::new();
+        // SAFETY: single-threaded.
+        unsafe { leaves(root, &mut all) };
+        assert_eq!(all.len(), 2000);
+        // SAFETY: single-threaded.
+        let u = unsafe { remove(root, &key(505), 5050) }.expect("removable");
+        for p in u.retired {
+            // SAFETY: as above.
+            unsafe { free_shallow(p) };
+        }
+        root = u.root;
+        // SAFETY: single-threaded.
+        assert_eq!(
+            unsafe { route(root, &SearchKey::new(&key(506)), true) }.leaf,
+            51
+        );
+        // SAFETY: single-threaded; the tree is no longer used.
+        unsafe { free_deep(root) };
+    }
+
+    #[test]
+    fn variable_keys_order() {
+        let ks: Vec<Vec<u8>> = vec![
+            vec![],
+            vec![0],
+            vec![0, 0],
+            b"abc".to_vec(),
+            b"abcdefgh".to_vec(),
+            b"abcdefgh\0".to_vec(),
+            b"abcdefghij".to_vec(),
+            b"abcdefghik".to_vec(),
+            vec![255; 20],
+        ];
+        for a in &ks {
+            for b in &ks {
+                let (x, y) = (SearchKey::new(a), SearchKey::new(b));
+                assert_eq!(
+                    cmp_parts(x.prefix, x.len, a, y.prefix, y.len, b),
+                    a.cmp(b),
+                    "{a:?} {b:?}"
+                );
+            }
+        }
+    }
+}

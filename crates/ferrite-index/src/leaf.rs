@@ -1,0 +1,259 @@
+//! The PM leaf format (version [`FORMAT_VERSION`]); `docs/fragments/index-format.md`
+//! describes the same bytes.
+//!
+//! A leaf is [`LINES`] cache lines (256 B, 256-byte aligned). Every line is
+//! self-contained: an 8-byte line header (validity bits, per-slot length codes
+//! and 1-byte fingerprints of its three slots), three 16-byte entries (key word,
+//! value word) and one extra word. Because an entry and the header word that
+//! validates it share a cache line, and x86 makes stores visible in program
+//! order, any image of that line that shows the new header also shows the new
+//! entry: an insert or delete persists with one write-back and one barrier,
+//! in whatever line has room (LB+-Tree's entry moving generalised to every line).
+//!
+//! Extra words: line 0 holds the next-leaf offset, line 1 the volatile version
+//! lock (reset on open), line 2 the pending-move word of the rare cross-line
+//! update, the last line the leaf magic.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// On-PM format version of index leaves and the batch log.
+pub const FORMAT_VERSION: u64 = 1;
+/// Root word 2 of an index object: identifies the format.
+pub const FORMAT_TAG: u64 = 0x4645_4958_0000_0000 | FORMAT_VERSION; // "FEIX" + version
+
+/// Cache lines per leaf.
+pub const LINES: usize = 4;
+/// Slots per line.
+pub const PER_LINE: usize = 3;
+/// Slots per leaf.
+pub const SLOTS: usize = LINES * PER_LINE;
+/// Bytes per leaf.
+pub const LEAF_SIZE: usize = LINES * 64;
+/// Words per line.
+pub const LINE_WORDS: usize = 8;
+/// Last word of the last line: identifies a leaf.
+pub const LEAF_MAGIC: u64 = 0x4C46_4145_4C45_0000 | FORMAT_VERSION; // "..ELEAF" + version
+
+/// Word index of the next-leaf offset.
+pub const W_NEXT: usize = 7;
+/// Word index of the version lock (volatile).
+pub const W_LOCK: usize = LINE_WORDS + 7;
+/// Word index of the pending-move word.
+pub const W_PENDING: usize = 2 * LINE_WORDS + 7;
+/// Word index of the magic.
+pub const W_MAGIC: usize = (LINES - 1) * LINE_WORDS + 7;
+
+/// Length code of an inline key/value (0..=8 is the length).
+pub const INLINE_MAX: usize = 8;
+/// Length code of an out-of-line key/value: the word is a block offset.
+pub const CODE_OOL: u8 = 15;
+
+/// Pending-move word: bit 63 set, old slot in bits 0..8, new slot in bits 8..16.
+pub const PENDING_MARK: u64 = 1 << 63;
+
+/// The on-PM leaf, for size and alignment checks (code accesses words).
+#[repr(C, align(256))]
+pub struct LeafLayout {
+    pub lines: [[u64; LINE_WORDS]; LINES],
+}
+
+const _: () = assert!(std::mem::size_of::<LeafLayout>() == LEAF_SIZE);
+const _: () = assert!(std::mem::align_of::<LeafLayout>() == 256);
+const _: () = assert!(LINES >= 4 && LEAF_SIZE % 256 == 0);
+
+/// Header word of slot `s` of a line: bit `s` valid, byte `1+s` length codes
+/// (key low nibble, value high nibble), byte `4+s` fingerprint.
+#[inline]
+pub fn hdr_valid(h: u64) -> u32 {
+    (h & 7) as u32
+}
+
+#[inline]
+pub fn hdr_desc(h: u64, s: usize) -> u8 {
+    (h >> (8 + 8 * s)) as u8
+}
+
+#[inline]
+pub fn hdr_fp(h: u64, s: usize) -> u8 {
+    (h >> (32 + 8 * s)) as u8
+}
+
+/// Header `h` with slot `s` set valid with `desc` and `fp`.
+#[inline]
+pub fn hdr_set(h: u64, s: usize, desc: u8, fp: u8) -> u64 {
+    let clear = !((1u64 << s) | (0xff << (8 + 8 * s)) | (0xff << (32 + 8 * s)));
+    (h & clear) | (1 << s) | (desc as u64) << (8 + 8 * s) | (fp as u64) << (32 + 8 * s)
+}
+
+/// Header `h` with slot `s` invalid.
+#[inline]
+pub fn hdr_clear(h: u64, s: usize) -> u64 {
+    h & !(1u64 << s)
+}
+
+#[inline]
+pub fn desc(kcode: u8, vcode: u8) -> u8 {
+    kcode | vcode << 4
+}
+
+#[inline]
+pub fn kcode(d: u8) -> u8 {
+    d & 15
+}
+
+#[inline]
+pub fn vcode(d: u8) -> u8 {
+    d >> 4
+}
+
+/// Slots of a line whose fingerprint equals `fp` and that are valid: the three
+/// fingerprint bytes are compared at once (SWAR: SIMD within a 64-bit register).
+#[inline]
+pub fn match_fp(h: u64, fp: u8) -> u32 {
+    let x = ((h >> 32) as u32) ^ (fp as u32 * 0x0001_0101);
+    let t = !(((x & 0x007f_7f7f) + 0x007f_7f7f) | x | 0x007f_7f7f) & 0x0080_8080;
+    let bits = ((t >> 7) & 1) | ((t >> 14) & 2) | ((t >> 21) & 4);
+    bits & hdr_valid(h)
+}
+
+/// 1-byte fingerprint of a key (part of the persistent format: stable).
+#[inline]
+pub fn fingerprint(key: &[u8]) -> u8 {
+    const M: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = (key.len() as u64).wrapping_mul(M) ^ 0x5bd1_e995;
+    let mut chunks = key.chunks_exact(8);
+    for c in &mut chunks {
+        let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+        h = (h ^ w).wrapping_mul(M);
+        h ^= h >> 29;
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        let mut b = [0u8; 8];
+        b[..rest.len()].copy_from_slice(rest);
+        h = (h ^ u64::from_le_bytes(b)).wrapping_mul(M);
+        h ^= h >> 29;
+    }
+    (h.wrapping_mul(M) >> 56) as u8
+}
+
+/// Packs an inline value (<= 8 bytes).
+#[inline]
+pub fn pack_inline(v: &[u8]) -> u64 {
+    if let Ok(b) = <[u8; 8]>::try_from(v) {
+        return u64::from_le_bytes(b);
+    }
+    let mut b = [0u8; 8];
+    b[..v.len()].copy_from_slice(v);
+    u64::from_le_bytes(b)
+}
+
+/// A view of one leaf's words.
+#[derive(Clone, Copy)]
+pub struct Leaf {
+    pub base: *mut u8,
+    pub off: u64,
+}
+
+impl Leaf {
+    /// Word `i` of the leaf.
+    #[inline]
+    pub fn w(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < LINES * LINE_WORDS);
+        // SAFETY: `off` is a LEAF_SIZE block of the pool (the index only builds
+        // `Leaf` from offsets it allocated or validated), 256-byte aligned, so
+        // word i is in bounds and 8-byte aligned; AtomicU64 has u64's layout.
+        unsafe { &*(self.base.add(self.off as usize + 8 * i) as *const AtomicU64) }
+    }
+
+    #[inline]
+    pub fn hdr(&self, line: usize) -> u64 {
+        self.w(line * LINE_WORDS).load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn key_word(&self, slot: usize) -> u64 {
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        self.w(l * LINE_WORDS + 1 + 2 * s).load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn val_word(&self, slot: usize) -> u64 {
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        self.w(l * LINE_WORDS + 2 + 2 * s).load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn set_key_word(&self, slot: usize, v: u64) {
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        self.w(l * LINE_WORDS + 1 + 2 * s)
+            .store(v, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn set_val_word(&self, slot: usize, v: u64) {
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        self.w(l * LINE_WORDS + 2 + 2 * s)
+            .store(v, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn set_hdr(&self, line: usize, h: u64) {
+        self.w(line * LINE_WORDS).store(h, Ordering::Release);
+    }
+
+    #[inline]
+    pub fn next(&self) -> u64 {
+        self.w(W_NEXT).load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub fn lock_word(&self) -> &AtomicU64 {
+        self.w(W_LOCK)
+    }
+
+    /// Address of line `l` (for write-back).
+    #[inline]
+    pub fn line_ptr(&self, l: usize) -> *const u8 {
+        // SAFETY: in bounds (see `w`).
+        unsafe { self.base.add(self.off as usize + 64 * l) }
+    }
+
+    /// Valid slots as a bitmask over all lines.
+    pub fn valid_mask(&self) -> u64 {
+        let mut m = 0u64;
+        for l in 0..LINES {
+            m |= (hdr_valid(self.hdr(l)) as u64) << (l * PER_LINE);
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_bits_round_trip() {
+        let mut h = 0;
+        for s in 0..3 {
+            h = hdr_set(h, s, desc(8, 15), 0x10 + s as u8);
+        }
+        for s in 0..3 {
+            assert_eq!(hdr_desc(h, s), desc(8, 15));
+            assert_eq!(hdr_fp(h, s), 0x10 + s as u8);
+            assert_eq!(match_fp(h, 0x10 + s as u8), 1 << s);
+        }
+        assert_eq!(match_fp(h, 0x99), 0);
+        h = hdr_clear(h, 1);
+        assert_eq!(match_fp(h, 0x11), 0);
+        assert_eq!(hdr_valid(h), 0b101);
+        // Zero fingerprints on valid slots still match.
+        let h = hdr_set(0, 2, 0, 0);
+        assert_eq!(match_fp(h, 0), 0b100);
+        for fp in 0..=255u8 {
+            let h = hdr_set(hdr_set(hdr_set(0, 0, 1, fp), 1, 2, fp ^ 1), 2, 3, fp ^ 0x80);
+            assert_eq!(match_fp(h, fp), 1);
+        }
+    }
+}
