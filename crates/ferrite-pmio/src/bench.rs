@@ -7,7 +7,6 @@
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{persist, Pool, PoolOptions};
@@ -80,6 +79,8 @@ fn environment(r: &mut Report, pool: &Pool) {
         .insert("latency_injection_fence_ns".into(), f.into());
     r.environment
         .insert("latency_injection_line_ns".into(), l.into());
+    r.environment
+        .insert("timing".into(), "thread CPU time, median of reps".into());
     if f != 0 || l != 0 {
         r.notes.push(format!(
             "LATENCY INJECTION ON: +{f} ns per fence, +{l} ns per flushed line"
@@ -87,19 +88,52 @@ fn environment(r: &mut Report, pool: &Pool) {
     }
 }
 
-/// Runs `n` operations and returns (Mops/s, fences/op, lines/op).
-fn measure(n: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<(f64, f64, f64)> {
+/// CPU time of the calling thread: on a machine shared with other jobs it
+/// excludes the time the benchmark thread was not running, which wall-clock time
+/// would charge to whatever it was measuring.
+pub struct CpuTimer(f64);
+
+impl CpuTimer {
+    fn now() -> f64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec; the clock id is valid on Linux.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc != 0 {
+            return 0.0;
+        }
+        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    }
+
+    pub fn start() -> CpuTimer {
+        CpuTimer(Self::now())
+    }
+
+    /// Seconds of CPU time since `start` (at least 1 ns).
+    pub fn secs(&self) -> f64 {
+        (Self::now() - self.0).max(1e-9)
+    }
+}
+
+/// Mops/s, fences/op, flushed lines/op, non-temporal bytes/op.
+type M = (f64, f64, f64, f64);
+
+/// Runs `n` operations and returns their [`M`].
+fn measure(n: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<M> {
     let before = persist::thread_stats();
-    let t = Instant::now();
+    let t = CpuTimer::start();
     for i in 0..n {
         op(i)?;
     }
-    let secs = t.elapsed().as_secs_f64();
+    let secs = t.secs();
     let d = persist::thread_stats().since(before);
     Ok((
         n as f64 / secs / 1e6,
         d.fences as f64 / n as f64,
         d.flushed_lines as f64 / n as f64,
+        d.nt_bytes as f64 / n as f64,
     ))
 }
 
@@ -107,8 +141,8 @@ fn measure(n: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<(f64, f64, f
 fn median(
     reps: usize,
     mut setup: impl FnMut() -> Result<()>,
-    mut run: impl FnMut() -> Result<(f64, f64, f64)>,
-) -> Result<(f64, f64, f64)> {
+    mut run: impl FnMut() -> Result<M>,
+) -> Result<M> {
     let mut v = Vec::new();
     for _ in 0..reps.max(1) {
         setup()?;
@@ -118,15 +152,15 @@ fn median(
     Ok(v[v.len() / 2])
 }
 
-fn cell(
-    bench: &str,
-    variant: &str,
-    param: usize,
-    (mops, f, l): (f64, f64, f64),
-) -> BenchResult {
-    BenchResult::new(bench, variant, Some(param.into()), 1, mops)
+fn cell(bench: &str, variant: &str, param: usize, (mops, f, l, nt): M) -> BenchResult {
+    let r = BenchResult::new(bench, variant, Some(param.into()), 1, mops)
         .with("fences_per_op", f)
-        .with("lines_per_op", l)
+        .with("lines_per_op", l);
+    if nt > 0.0 {
+        r.with("nt_bytes_per_op", nt)
+    } else {
+        r
+    }
 }
 
 /// Runs one family: `log`, `page`, `inplace` or `interleave`.
@@ -199,8 +233,9 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
     }
     for padded in ["unpadded", "padded"] {
         if let Some(x) = ratio(&r, padded, "poplog", "classic", 64) {
-            r.notes
-                .push(format!("{padded} 64-byte entries: poplog / classic = {x:.2}x"));
+            r.notes.push(format!(
+                "{padded} 64-byte entries: poplog / classic = {x:.2}x"
+            ));
         }
     }
     for kind in LogKind::ALL {
@@ -279,7 +314,9 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
     let dirty: Vec<usize> = if o.quick {
         vec![1, 16, 64, 256]
     } else {
-        vec![1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256]
+        vec![
+            1, 2, 4, 8, 12, 16, 20, 24, 28, 32, 40, 48, 64, 96, 128, 192, 256,
+        ]
     };
     let mut crossover = None;
     for &d in &dirty {
@@ -323,8 +360,7 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
         model.ulog_line_ns,
         model.crossover()
     ));
-    r.environment
-        .insert("page_bytes".into(), page_size.into());
+    r.environment.insert("page_bytes".into(), page_size.into());
     let series: Vec<Series> = r
         .series_by_param(|_| true)
         .into_iter()
@@ -343,7 +379,7 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
     Ok(BenchOutput {
         report: r,
         svg,
-        extra_cols: vec!["fences_per_op", "lines_per_op"],
+        extra_cols: vec!["fences_per_op", "lines_per_op", "nt_bytes_per_op"],
     })
 }
 
@@ -607,12 +643,12 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
     let mut look_pts = Vec::new();
     for &g in &groups {
         let lv = &leaves;
-        let run_inserts = || -> Result<(f64, f64, f64)> {
+        let run_inserts = || -> Result<M> {
             let ex = Interleaver::new(pool);
             let exr = &ex;
             let mut i = 0u64;
             let before = persist::thread_stats();
-            let t = Instant::now();
+            let t = CpuTimer::start();
             ex.run(
                 g,
                 || {
@@ -634,12 +670,13 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
                 },
                 |_| {},
             );
-            let secs = t.elapsed().as_secs_f64();
+            let secs = t.secs();
             let d = persist::thread_stats().since(before);
             Ok((
                 ops as f64 / secs / 1e6,
                 d.fences as f64 / ops as f64,
                 d.flushed_lines as f64 / ops as f64,
+                d.nt_bytes as f64 / ops as f64,
             ))
         };
         let ins = median(
@@ -656,11 +693,11 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
         // Lookups over the keys just inserted.
         let found = Cell::new(0u64);
         let fr = &found;
-        let run_lookups = || -> Result<(f64, f64, f64)> {
+        let run_lookups = || -> Result<M> {
             let ex = Interleaver::new(pool);
             let exr = &ex;
             let mut j = 0u64;
-            let t = Instant::now();
+            let t = CpuTimer::start();
             ex.run(
                 g,
                 || {
@@ -685,7 +722,7 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
                 },
                 |_| {},
             );
-            Ok((ops as f64 / t.elapsed().as_secs_f64() / 1e6, 0.0, 0.0))
+            Ok((ops as f64 / t.secs() / 1e6, 0.0, 0.0, 0.0))
         };
         let look = median(o.reps, || Ok(()), run_lookups)?;
         look_pts.push((g as f64, look.0 / base_look.0));
@@ -730,4 +767,3 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
         extra_cols: vec!["fences_per_op", "lines_per_op", "speedup"],
     })
 }
-

@@ -828,6 +828,37 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn per_thread_logs_append_concurrently() {
+        let pool = pool();
+        std::thread::scope(|sc| {
+            for t in 0..2 {
+                let pool = &pool;
+                sc.spawn(move || {
+                    let cfg = LogConfig {
+                        kind: LogKind::PopLog,
+                        padded: true,
+                        segment_bytes: 64 << 10,
+                    };
+                    let mut log = PmLog::open_or_create(pool, &format!("wal.{t}"), cfg).unwrap();
+                    for i in 0..500u64 {
+                        log.append(&(i * 2 + t).to_le_bytes()).unwrap();
+                    }
+                });
+            }
+        });
+        for t in 0..2u64 {
+            let log = PmLog::open(&pool, &format!("wal.{t}")).unwrap();
+            let got: Vec<u64> = log
+                .entries()
+                .unwrap()
+                .iter()
+                .map(|e| u64::from_le_bytes(e.1[..8].try_into().unwrap()))
+                .collect();
+            assert_eq!(got, (0..500).map(|i| i * 2 + t).collect::<Vec<_>>());
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(24))]
         /// Model test: the log against a Vec of entries, over appends, groups,

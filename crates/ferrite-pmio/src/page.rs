@@ -20,7 +20,6 @@
 //! each its own store or serialises flushes per store.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use ferrite_pm::{Heap, ObjectId, Pool};
 
@@ -517,11 +516,11 @@ pub fn calibrate(pool: &Pool, name: &str, page_size: usize, rounds: usize) -> Re
         for l in 0..d {
             mask.set(l * lines / d.max(1));
         }
-        let t = Instant::now();
+        let t = crate::bench::CpuTimer::start();
         for i in 0..rounds {
             s.write((i % pages) as u64, &page, &mask, m)?;
         }
-        Ok(t.elapsed().as_nanos() as f64 / rounds as f64)
+        Ok(t.secs() * 1e9 / rounds as f64)
     };
     let cow = time(Method::Cow, lines, &mut s)?;
     let (d1, d2) = (1usize, (lines / 2).max(2));
