@@ -478,6 +478,14 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
         "pm_B_per_rec",
     ];
     let svg = throughput_chart(&r, &a);
+    if let Some(lat) = latency_chart(&r, a.threads[0]) {
+        let p = a.out.join(format!("{}-latency.svg", a.stem));
+        std::fs::create_dir_all(&a.out)
+            .and_then(|_| std::fs::write(&p, lat))
+            .with_context(|| format!("writing {}", p.display()))?;
+        r.notes
+            .push(format!("latency chart (p50..p99.99): {}", p.display()));
+    }
     let path = r
         .write_outputs(&a.out, &a.stem, &cols, &svg)
         .with_context(|| format!("writing results to {}", a.out.display()))?;
@@ -516,6 +524,52 @@ fn loadavg() -> Option<f64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// Tail latency of lookups and inserts at one thread count, like VLDB'22 Fig. 6:
+/// x is the number of nines of the percentile (p50 = 0.3, p90 = 1, p99 = 2, ...),
+/// y is log10 of nanoseconds (preemption spikes would flatten a linear axis).
+fn latency_chart(r: &Report, threads: usize) -> Option<String> {
+    let keys = [
+        ("p50_ns", 0.5f64),
+        ("p90_ns", 0.9),
+        ("p99_ns", 0.99),
+        ("p999_ns", 0.999),
+        ("p9999_ns", 0.9999),
+    ];
+    let mut series = Vec::new();
+    for x in r
+        .results
+        .iter()
+        .filter(|x| x.threads as usize == threads && (x.bench == "lookup" || x.bench == "insert"))
+    {
+        let pts: Vec<(f64, f64)> = keys
+            .iter()
+            .filter_map(|(k, q)| {
+                let v = match *k {
+                    "p50_ns" => x.p50_ns,
+                    "p99_ns" => x.p99_ns,
+                    _ => x.extra.get(*k).and_then(|v| v.as_f64()),
+                }?;
+                Some((-(1.0 - q).log10(), v.max(1.0).log10()))
+            })
+            .collect();
+        if !pts.is_empty() {
+            series.push(chart::Series {
+                name: format!("{} {}", x.variant, x.bench),
+                points: pts,
+            });
+        }
+    }
+    (!series.is_empty()).then(|| {
+        chart::line_chart(
+            &format!("Tail latency, {threads} thread(s)"),
+            "percentile, in nines (0.3 = p50, 1 = p90, 2 = p99, 3 = p99.9, 4 = p99.99)",
+            "latency, log10 ns (2 = 100 ns, 3 = 1 us, 4 = 10 us, 6 = 1 ms)",
+            &series,
+            false,
+        )
+    })
 }
 
 /// Mops/s per run (and thread count), one bar per index.
