@@ -89,13 +89,78 @@ pub fn crash_workload(
     j: &JournalHandle<Op>,
     variable: bool,
 ) -> Result<(), String> {
-    let e = |e: crate::KvError| e.to_string();
     j.begin(Op::Setup);
-    let idx = FerriteIndex::open_or_create(pool, CRASH_OBJECT).map_err(e)?;
+    let idx = FerriteIndex::open_or_create(pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
     j.ack();
+    drive(cfg, &idx, j, variable)
+}
+
+/// Runs the workload on a volatile pool and returns the index's structure
+/// counters (splits, unlinked leaves), to show that it exercises both.
+pub fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u64), String> {
+    let pool = Pool::create_volatile(
+        cfg.pool_size,
+        &ferrite_pm::PoolOptions {
+            chunk_size: cfg.chunk_size,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let idx = FerriteIndex::open_or_create(&pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
+    let mut c = cfg.clone();
+    if cfg.ops == CrashConfig::default().ops {
+        c.ops = DEFAULT_OPS;
+    }
+    drive(&c, &idx, &Recorder::None, variable)?;
+    let s = idx.structure_stats();
+    Ok((s.0, s.1))
+}
+
+/// Where the workload records its operations.
+pub enum Recorder<'a> {
+    Journal(&'a JournalHandle<Op>),
+    None,
+}
+
+impl Recorder<'_> {
+    fn begin(&self, op: Op) {
+        if let Recorder::Journal(j) = self {
+            j.begin(op);
+        }
+    }
+    fn ack(&self) {
+        if let Recorder::Journal(j) = self {
+            j.ack();
+        }
+    }
+}
+
+impl<'a> From<&'a JournalHandle<Op>> for Recorder<'a> {
+    fn from(j: &'a JournalHandle<Op>) -> Self {
+        Recorder::Journal(j)
+    }
+}
+
+impl<'a> From<&'a Recorder<'a>> for Recorder<'a> {
+    fn from(r: &'a Recorder<'a>) -> Self {
+        match r {
+            Recorder::Journal(j) => Recorder::Journal(j),
+            Recorder::None => Recorder::None,
+        }
+    }
+}
+
+fn drive<'a>(
+    cfg: &CrashConfig,
+    idx: &FerriteIndex,
+    j: impl Into<Recorder<'a>>,
+    variable: bool,
+) -> Result<(), String> {
+    let j: Recorder<'a> = j.into();
+    let e = |e: crate::KvError| e.to_string();
     let mut model = Model::new();
     let mut rng = SplitMix(cfg.seed ^ if variable { 0xabcd } else { 0 });
-    let nkeys = 96u64;
+    let nkeys = 160u64;
     let mut sweep = 0u64;
     for i in 0..cfg.ops as u64 {
         let phase = (i / 150) % 3;
@@ -112,7 +177,7 @@ pub fn crash_workload(
         let (put_p, del_p) = match phase {
             0 => (80, 90),
             1 => (50, 80),
-            _ => (15, 95),
+            _ => (0, 97),
         };
         let op = if r < put_p {
             match r % 3 {
@@ -239,7 +304,7 @@ pub fn crash_check(pool: Pool, j: &Journal<Op>) -> Result<(), String> {
 }
 
 /// Operations per workload when the caller passes the generic default.
-pub const DEFAULT_OPS: usize = 1100;
+pub const DEFAULT_OPS: usize = 2400;
 
 /// The `index` target: an 8-byte-key workload and a variable-length one.
 pub fn index_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {

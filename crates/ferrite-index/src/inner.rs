@@ -88,39 +88,38 @@ impl Sep {
     }
 }
 
-/// One node. Level 0 nodes point at PM leaves (offsets), higher ones at nodes.
+/// Key slots per node (one more than the separators a full node keeps, so an
+/// insert can overflow by one before the node splits).
+const KEYS: usize = FANOUT;
+
+/// One node, in one allocation (separators and children inline, so a visit
+/// touches few cache lines). Level 0 children are PM leaf offsets, higher
+/// levels' are node pointers.
+#[derive(Clone)]
 pub struct Node {
     level: u8,
-    prefixes: Vec<u64>,
-    lens: Vec<u32>,
+    n: usize,
+    prefixes: [u64; KEYS],
+    lens: [u32; KEYS],
+    kids: [usize; KEYS + 1],
     /// Empty while no separator of the node is longer than 8 bytes.
     fulls: Vec<Option<Arc<[u8]>>>,
-    leaves: Vec<u64>,
-    kids: Vec<*mut Node>,
 }
 
 impl Node {
     fn empty(level: u8) -> Node {
         Node {
             level,
-            prefixes: Vec::new(),
-            lens: Vec::new(),
+            n: 0,
+            prefixes: [0; KEYS],
+            lens: [0; KEYS],
+            kids: [0; KEYS + 1],
             fulls: Vec::new(),
-            leaves: Vec::new(),
-            kids: Vec::new(),
         }
-    }
-
-    fn nkeys(&self) -> usize {
-        self.prefixes.len()
     }
 
     fn nchildren(&self) -> usize {
-        if self.level == 0 {
-            self.leaves.len()
-        } else {
-            self.kids.len()
-        }
+        self.n + 1
     }
 
     #[inline]
@@ -129,6 +128,11 @@ impl Node {
             Some(Some(f)) => f,
             _ => &[],
         }
+    }
+
+    #[inline]
+    fn kid(&self, i: usize) -> *mut Node {
+        self.kids[i] as *mut Node
     }
 
     /// Order of separator `i` relative to `k`.
@@ -144,14 +148,19 @@ impl Node {
     /// Number of separators <= k (`le`) or < k (`!le`).
     #[inline]
     fn bound(&self, k: &SearchKey<'_>, le: bool) -> usize {
-        let (mut lo, mut hi) = (0, self.nkeys());
+        let (mut lo, mut hi) = (0, self.n);
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let o = self.cmp_sep(mid, k);
-            let go_right = if le {
-                o != Ordering::Greater
+            let p = self.prefixes[mid];
+            let go_right = if p != k.prefix {
+                p < k.prefix
             } else {
-                o == Ordering::Less
+                let o = self.cmp_sep(mid, k);
+                if le {
+                    o != Ordering::Greater
+                } else {
+                    o == Ordering::Less
+                }
             };
             if go_right {
                 lo = mid + 1;
@@ -170,68 +179,66 @@ impl Node {
         }
     }
 
-    fn insert_sep(&mut self, i: usize, s: Sep) {
+    /// Inserts separator `s` at `i` and child `kid` right of it.
+    fn insert_at(&mut self, i: usize, s: Sep, kid: usize) {
+        assert!(self.n < KEYS, "node overflow");
         let keep = !self.fulls.is_empty() || s.full.is_some();
         if keep && self.fulls.is_empty() {
-            self.fulls = vec![None; self.nkeys()];
+            self.fulls = vec![None; self.n];
         }
-        self.prefixes.insert(i, s.prefix);
-        self.lens.insert(i, s.len);
+        let n = self.n;
+        self.prefixes.copy_within(i..n, i + 1);
+        self.lens.copy_within(i..n, i + 1);
+        self.kids.copy_within(i + 1..n + 1, i + 2);
+        self.prefixes[i] = s.prefix;
+        self.lens[i] = s.len;
+        self.kids[i + 1] = kid;
         if keep {
             self.fulls.insert(i, s.full);
         }
+        self.n += 1;
     }
 
-    fn remove_sep(&mut self, i: usize) {
-        self.prefixes.remove(i);
-        self.lens.remove(i);
+    /// Removes separator `i` and the child right of it.
+    fn remove_at(&mut self, i: usize) {
+        let n = self.n;
+        self.prefixes.copy_within(i + 1..n, i);
+        self.lens.copy_within(i + 1..n, i);
+        self.kids.copy_within(i + 2..n + 1, i + 1);
         if !self.fulls.is_empty() {
             self.fulls.remove(i);
         }
-    }
-
-    /// A shallow copy (children are shared, not copied).
-    fn shallow_clone(&self) -> Node {
-        Node {
-            level: self.level,
-            prefixes: self.prefixes.clone(),
-            lens: self.lens.clone(),
-            fulls: self.fulls.clone(),
-            leaves: self.leaves.clone(),
-            kids: self.kids.clone(),
-        }
+        self.n -= 1;
     }
 
     /// Splits an overfull node: returns the separator moving up and the right half.
     fn split(&mut self) -> (Sep, Node) {
-        let mid = self.nkeys() / 2;
+        let mid = self.n / 2;
         let up = self.sep(mid);
         let mut right = Node::empty(self.level);
-        right.prefixes = self.prefixes.split_off(mid + 1);
-        right.lens = self.lens.split_off(mid + 1);
+        let rn = self.n - mid - 1;
+        right.prefixes[..rn].copy_from_slice(&self.prefixes[mid + 1..self.n]);
+        right.lens[..rn].copy_from_slice(&self.lens[mid + 1..self.n]);
+        right.kids[..rn + 1].copy_from_slice(&self.kids[mid + 1..self.n + 1]);
+        right.n = rn;
         if !self.fulls.is_empty() {
             right.fulls = self.fulls.split_off(mid + 1);
+            self.fulls.truncate(mid);
         }
-        self.remove_sep(mid);
-        if self.level == 0 {
-            right.leaves = self.leaves.split_off(mid + 1);
-        } else {
-            right.kids = self.kids.split_off(mid + 1);
-        }
+        self.n = mid;
         (up, right)
     }
 
     fn bytes(&self) -> u64 {
-        let mut b = std::mem::size_of::<Node>()
-            + self.prefixes.capacity() * 8
-            + self.lens.capacity() * 4
-            + self.fulls.capacity() * 16
-            + self.leaves.capacity() * 8
-            + self.kids.capacity() * 8;
+        let mut b = std::mem::size_of::<Node>() + self.fulls.capacity() * 16;
         for f in self.fulls.iter().flatten() {
             b += f.len() + 16;
         }
         b as u64
+    }
+
+    fn children(&self) -> &[usize] {
+        &self.kids[..self.n + 1]
     }
 }
 
@@ -264,12 +271,12 @@ pub unsafe fn route<'t>(root: *const Node, k: &SearchKey<'_>, le: bool) -> Route
         }
         if n.level == 0 {
             return Route {
-                leaf: n.leaves[i],
+                leaf: n.kids[i] as u64,
                 low,
             };
         }
         // SAFETY: children of a live node are live (same snapshot).
-        n = unsafe { &*n.kids[i] };
+        n = unsafe { &*n.kid(i) };
     }
 }
 
@@ -277,47 +284,51 @@ pub unsafe fn route<'t>(root: *const Node, k: &SearchKey<'_>, le: bool) -> Route
 pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
     let mut level: Vec<(Option<Sep>, Node)> = Vec::new();
     let mut cur: Option<(Option<Sep>, Node)> = None;
+    let mut first = true;
     for (sep, off) in leaves {
         match &mut cur {
-            Some((_, n)) if n.leaves.len() < FILL => {
-                n.insert_sep(n.nkeys(), sep.expect("only the first leaf has no low key"));
-                n.leaves.push(off);
+            Some((_, n)) if n.nchildren() < FILL => {
+                let n_ = n.n;
+                n.insert_at(
+                    n_,
+                    sep.expect("only the first leaf has no low key"),
+                    off as usize,
+                );
             }
             _ => {
                 if let Some(c) = cur.take() {
                     level.push(c);
                 }
                 let mut n = Node::empty(0);
-                n.leaves.push(off);
-                cur = Some((sep, n));
+                n.kids[0] = off as usize;
+                cur = Some((if first { None } else { sep }, n));
             }
         }
+        first = false;
     }
     if let Some(c) = cur.take() {
         level.push(c);
     }
     if level.is_empty() {
-        let mut n = Node::empty(0);
-        n.leaves.push(0);
-        level.push((None, n));
+        level.push((None, Node::empty(0)));
     }
     let mut lvl = 1u8;
     while level.len() > 1 {
         let mut up: Vec<(Option<Sep>, Node)> = Vec::new();
         let mut cur: Option<(Option<Sep>, Node)> = None;
         for (sep, node) in level {
-            let p = Box::into_raw(Box::new(node));
+            let p = Box::into_raw(Box::new(node)) as usize;
             match &mut cur {
-                Some((_, n)) if n.kids.len() < FILL => {
-                    n.insert_sep(n.nkeys(), sep.expect("only the first node has no low key"));
-                    n.kids.push(p);
+                Some((_, n)) if n.nchildren() < FILL => {
+                    let n_ = n.n;
+                    n.insert_at(n_, sep.expect("only the first node has no low key"), p);
                 }
                 _ => {
                     if let Some(c) = cur.take() {
                         up.push(c);
                     }
                     let mut n = Node::empty(lvl);
-                    n.kids.push(p);
+                    n.kids[0] = p;
                     cur = Some((sep, n));
                 }
             }
@@ -348,25 +359,26 @@ pub unsafe fn insert(root: *mut Node, sep: Sep, leaf: u64) -> Update {
     // SAFETY: forwarded contract.
     let (new, split) = unsafe { insert_rec(root, &sep, leaf, &mut retired) };
     let root = match split {
-        None => Box::into_raw(Box::new(new)),
+        None => Box::into_raw(new),
         Some((up, right)) => {
             let level = new.level + 1;
             let mut r = Node::empty(level);
-            r.kids.push(Box::into_raw(Box::new(new)));
-            r.kids.push(Box::into_raw(Box::new(right)));
-            r.insert_sep(0, up);
+            r.kids[0] = Box::into_raw(new) as usize;
+            r.insert_at(0, up, Box::into_raw(right) as usize);
             Box::into_raw(Box::new(r))
         }
     };
     Update { root, retired }
 }
 
+type Split = Option<(Sep, Box<Node>)>;
+
 unsafe fn insert_rec(
     node: *mut Node,
     sep: &Sep,
     leaf: u64,
     retired: &mut Vec<*mut Node>,
-) -> (Node, Option<(Sep, Node)>) {
+) -> (Box<Node>, Split) {
     retired.push(node);
     // SAFETY: node is live (caller's contract) and immutable.
     let n = unsafe { &*node };
@@ -383,22 +395,20 @@ unsafe fn insert_rec(
         },
     };
     let i = n.bound(&k, true);
-    let mut c = n.shallow_clone();
+    let mut c = Box::new(n.clone());
     if n.level == 0 {
-        c.insert_sep(i, sep.clone());
-        c.leaves.insert(i + 1, leaf);
+        c.insert_at(i, sep.clone(), leaf as usize);
     } else {
         // SAFETY: children of a live node are live.
-        let (child, split) = unsafe { insert_rec(n.kids[i], sep, leaf, retired) };
-        c.kids[i] = Box::into_raw(Box::new(child));
+        let (child, split) = unsafe { insert_rec(n.kid(i), sep, leaf, retired) };
+        c.kids[i] = Box::into_raw(child) as usize;
         if let Some((up, right)) = split {
-            c.insert_sep(i, up);
-            c.kids.insert(i + 1, Box::into_raw(Box::new(right)));
+            c.insert_at(i, up, Box::into_raw(right) as usize);
         }
     }
     if c.nchildren() > FANOUT {
         let (up, right) = c.split();
-        (c, Some((up, right)))
+        (c, Some((up, Box::new(right))))
     } else {
         (c, None)
     }
@@ -419,12 +429,12 @@ pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
         let i = n.bound(&k, true);
         path.push((node, i));
         if n.level == 0 {
-            if i == 0 || n.leaves[i] != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
+            if i == 0 || n.kids[i] as u64 != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
                 return None;
             }
             break;
         }
-        node = n.kids[i];
+        node = n.kid(i);
     }
     let mut retired = Vec::new();
     let mut below: Option<*mut Node> = None;
@@ -432,15 +442,12 @@ pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
         retired.push(node);
         // SAFETY: live node.
         let n = unsafe { &*node };
-        let mut c = n.shallow_clone();
+        let mut c = Box::new(n.clone());
         match below {
-            None => {
-                c.remove_sep(i - 1);
-                c.leaves.remove(i);
-            }
-            Some(p) => c.kids[i] = p,
+            None => c.remove_at(i - 1),
+            Some(p) => c.kids[i] = p as usize,
         }
-        below = Some(Box::into_raw(Box::new(c)));
+        below = Some(Box::into_raw(c));
     }
     Some(Update {
         root: below.expect("non-empty path"),
@@ -465,9 +472,11 @@ pub unsafe fn free_shallow(p: *mut Node) {
 pub unsafe fn free_deep(root: *mut Node) {
     // SAFETY: forwarded contract.
     let n = unsafe { Box::from_raw(root) };
-    for &k in &n.kids {
-        // SAFETY: each child is owned by this tree only.
-        unsafe { free_deep(k) };
+    if n.level > 0 {
+        for &k in n.children() {
+            // SAFETY: each child is owned by this tree only.
+            unsafe { free_deep(k as *mut Node) };
+        }
     }
 }
 
@@ -479,9 +488,11 @@ pub unsafe fn bytes(root: *const Node) -> u64 {
     // SAFETY: forwarded contract.
     let n = unsafe { &*root };
     let mut b = n.bytes();
-    for &k in &n.kids {
-        // SAFETY: children of a live node are live.
-        b += unsafe { bytes(k) };
+    if n.level > 0 {
+        for &k in n.children() {
+            // SAFETY: children of a live node are live.
+            b += unsafe { bytes(k as *const Node) };
+        }
     }
     b
 }
@@ -494,11 +505,12 @@ pub unsafe fn leaves(root: *const Node, out: &mut Vec<u64>) {
     // SAFETY: forwarded contract.
     let n = unsafe { &*root };
     if n.level == 0 {
-        out.extend_from_slice(&n.leaves);
-    }
-    for &k in &n.kids {
-        // SAFETY: children of a live node are live.
-        unsafe { leaves(k, out) };
+        out.extend(n.children().iter().map(|&k| k as u64));
+    } else {
+        for &k in n.children() {
+            // SAFETY: children of a live node are live.
+            unsafe { leaves(k as *const Node, out) };
+        }
     }
 }
 
@@ -512,10 +524,10 @@ mod tests {
 
     #[test]
     fn build_insert_route_remove() {
-        let leaves: Vec<(Option<Sep>, u64)> = (0..1000u64)
+        let input: Vec<(Option<Sep>, u64)> = (0..1000u64)
             .map(|i| ((i > 0).then(|| Sep::from_key(&key(i * 10))), i + 1))
             .collect();
-        let mut root = build(leaves);
+        let mut root = build(input);
         for i in 0..1000u64 {
             let k = key(i * 10 + 5);
             // SAFETY: single-threaded test; root is live.

@@ -22,7 +22,7 @@ pub const FORMAT_VERSION: u64 = 1;
 pub const FORMAT_TAG: u64 = 0x4645_4958_0000_0000 | FORMAT_VERSION; // "FEIX" + version
 
 /// Cache lines per leaf.
-pub const LINES: usize = 4;
+pub const LINES: usize = 8;
 /// Slots per line.
 pub const PER_LINE: usize = 3;
 /// Slots per leaf.
@@ -59,7 +59,7 @@ pub struct LeafLayout {
 
 const _: () = assert!(std::mem::size_of::<LeafLayout>() == LEAF_SIZE);
 const _: () = assert!(std::mem::align_of::<LeafLayout>() == 256);
-const _: () = assert!(LINES >= 4 && LEAF_SIZE % 256 == 0);
+const _: () = assert!(LINES >= 4 && LEAF_SIZE & 255 == 0);
 
 /// Header word of slot `s` of a line: bit `s` valid, byte `1+s` length codes
 /// (key low nibble, value high nibble), byte `4+s` fingerprint.

@@ -103,6 +103,8 @@ pub struct FerriteIndex {
     /// Serialises write batches (one log root word).
     batch: Mutex<()>,
     counts: Box<[Stripe]>,
+    splits: AtomicUsize,
+    unlinks: AtomicUsize,
     reclaim: Arc<Reclaim>,
     rebuild: RebuildStats,
 }
@@ -221,6 +223,8 @@ impl FerriteIndex {
             smo: Mutex::new(()),
             batch: Mutex::new(()),
             counts: (0..STRIPES).map(|_| Stripe::default()).collect(),
+            splits: AtomicUsize::new(0),
+            unlinks: AtomicUsize::new(0),
             reclaim: Arc::new(Reclaim::default()),
             rebuild: RebuildStats::default(),
         };
@@ -285,6 +289,14 @@ impl FerriteIndex {
             pm_bytes: chunks * cs,
             leaves: leaves.len() as u64,
         }
+    }
+
+    /// Leaf splits and empty-leaf unlinks since this open.
+    pub fn structure_stats(&self) -> (u64, u64) {
+        (
+            self.splits.load(Ordering::Relaxed) as u64,
+            self.unlinks.load(Ordering::Relaxed) as u64,
+        )
     }
 
     /// The pool the index lives in.
@@ -664,17 +676,24 @@ impl FerriteIndex {
         }
     }
 
-    /// Sorts validated raw entries by key; returns keys as (prefix, len, slot-index).
+    /// Sorts validated raw entries by key into `order` as (prefix, len, index).
     fn sort_raw(&self, raws: &[Raw], order: &mut Vec<(u64, u32, usize)>) -> Option<()> {
         order.clear();
+        let mut any_long = false;
         for (i, r) in raws.iter().enumerate() {
             let kc = kcode(r.d) as usize;
             if kc <= INLINE_MAX {
                 order.push((r.kw, kc as u32, i));
             } else {
                 let b = self.ool(r.kw)?;
+                any_long |= b.len() > INLINE_MAX;
                 order.push((prefix_of(b), b.len() as u32, i));
             }
+        }
+        if !any_long {
+            // (prefix, length) is the byte order of keys of at most 8 bytes.
+            order.sort_unstable_by_key(|o| (o.0, o.1));
+            return Some(());
         }
         let full = |i: usize| -> &[u8] {
             if kcode(raws[i].d) == CODE_OOL {
@@ -705,9 +724,13 @@ impl FerriteIndex {
         let mut order = Vec::with_capacity(SLOTS);
         'outer: loop {
             let sk = SearchKey::new(&resume);
+            let (sp, sl) = (sk.prefix, sk.len);
             let tree = self.root.load(Ordering::Acquire);
             // SAFETY: pinned; published root.
             let mut off = unsafe { inner::route(tree, &sk, true) }.leaf;
+            // Only the first leaf of a pass holds keys below the start: the
+            // chain is in key order.
+            let mut filter = true;
             loop {
                 let lf = self.leaf(off);
                 let Some(next) = self.snapshot(lf, &mut raws) else {
@@ -716,6 +739,7 @@ impl FerriteIndex {
                 if self.sort_raw(&raws, &mut order).is_none() {
                     continue 'outer;
                 }
+                let mut last: Option<usize> = None;
                 for &(p, l, i) in order.iter() {
                     let r = &raws[i];
                     let (mut kb, mut vb) = ([0u8; 8], [0u8; 8]);
@@ -724,22 +748,31 @@ impl FerriteIndex {
                     else {
                         continue 'outer;
                     };
-                    let c = {
-                        let sk = SearchKey::new(&resume);
-                        cmp_parts(p, l, key, sk.prefix, sk.len, sk.bytes)
-                    };
-                    if c == std::cmp::Ordering::Less || (c == std::cmp::Ordering::Equal && !incl) {
-                        continue;
+                    if filter {
+                        let c = cmp_parts(p, l, key, sp, sl, &resume);
+                        if c == std::cmp::Ordering::Less
+                            || (c == std::cmp::Ordering::Equal && !incl)
+                        {
+                            continue;
+                        }
                     }
                     f(key, val);
                     done += 1;
+                    last = Some(i);
                     if done == n {
                         return Ok(done);
                     }
-                    resume.clear();
-                    resume.extend_from_slice(key);
-                    incl = false;
                 }
+                if let Some(i) = last {
+                    // Where a restarted pass resumes.
+                    let mut kb = [0u8; 8];
+                    if let Some((_, _, key)) = self.raw_key(&raws[i], &mut kb) {
+                        resume.clear();
+                        resume.extend_from_slice(key);
+                        incl = false;
+                    }
+                }
+                filter = false;
                 if next == 0 {
                     return Ok(done);
                 }
@@ -987,6 +1020,7 @@ impl FerriteIndex {
             self.retire_nodes(u.retired, g);
         }
         nl.lock_word().store(4, Ordering::Release);
+        self.splits.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1144,6 +1178,7 @@ impl FerriteIndex {
         self.retire_nodes(u.retired, g);
         lk.obsolete = true;
         self.free_later(lf.off, g);
+        self.unlinks.fetch_add(1, Ordering::Relaxed);
     }
 
     // ----- batches -------------------------------------------------------------------
@@ -1290,7 +1325,7 @@ fn init_leaf(lf: Leaf, next: u64) {
 }
 
 fn ool_bytes(pool: &Pool, off: u64) -> Option<&[u8]> {
-    if off % 8 != 0 || !pool.contains(off, 8) {
+    if off & 7 != 0 || !pool.contains(off, 8) {
         return None;
     }
     // SAFETY: in bounds and aligned (checked).
@@ -1452,7 +1487,7 @@ fn recover(
     let base = pool.base();
     let max_leaves = pool.size() / LEAF_SIZE as u64;
     let check_leaf = |off: u64| -> Result<Leaf, PmError> {
-        if off % 256 != 0 || !pool.contains(off, LEAF_SIZE) {
+        if off & 255 != 0 || !pool.contains(off, LEAF_SIZE) {
             return Err(corrupt(format!("leaf pointer {off:#x} is invalid")));
         }
         let lf = Leaf { base, off };

@@ -13,7 +13,7 @@ use ferrite_pm::{Pool, PoolOptions};
 
 const WRITERS: u64 = 3;
 const KEYS: u64 = 6000;
-const OPS: u64 = 40_000;
+const OPS: u64 = 100_000;
 
 fn key(k: u64, var: bool) -> Vec<u8> {
     if var && k % 3 == 1 {
@@ -28,7 +28,7 @@ fn key(k: u64, var: bool) -> Vec<u8> {
 /// Values name their key, so readers can check they never see another key's value.
 fn value(k: u64, ver: u64) -> Vec<u8> {
     let tag = (k << 24 | (ver & 0xff_ffff)).to_le_bytes();
-    if ver % 3 == 0 {
+    if matches!(ver % 3, 0) {
         tag.to_vec()
     } else {
         let mut v = tag.to_vec();

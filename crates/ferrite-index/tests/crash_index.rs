@@ -15,3 +15,16 @@ fn index_crash_target_has_no_violations() {
     assert_eq!(r.violations, 0);
     assert!(r.states >= 10_000, "only {} states", r.states);
 }
+
+#[test]
+fn crash_workloads_split_and_unlink_leaves() {
+    for var in [false, true] {
+        let (splits, unlinks) =
+            ferrite_index::crash::crash_workload_shape(&CrashConfig::default(), var).unwrap();
+        eprintln!("variable={var}: {splits} splits, {unlinks} unlinked leaves");
+        assert!(
+            splits >= 5 && unlinks >= 2,
+            "{splits} splits, {unlinks} unlinks"
+        );
+    }
+}

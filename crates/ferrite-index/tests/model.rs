@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ferrite_index::{FerriteIndex, KvCursor, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
+use ferrite_index::{FerriteIndex, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
 use ferrite_pm::{Pool, PoolOptions};
 use proptest::prelude::*;
 

@@ -25,7 +25,7 @@ fn temp_pool(tag: &str) -> TempPool {
 }
 
 fn val(i: u64) -> Vec<u8> {
-    if i % 4 == 0 {
+    if i & 3 == 0 {
         format!("value-{i}-out-of-line").into_bytes()
     } else {
         (i * 3).to_le_bytes().to_vec()

@@ -1,0 +1,187 @@
+//! Quick single-process micro-benchmark of the index (not the official numbers:
+//! those come from `ferrite bench`). Usage:
+//! `cargo run --release -p ferrite-index --example micro -- [records] [ops] [threads]`
+
+use std::collections::BTreeMap;
+use std::sync::RwLock;
+use std::time::Instant;
+
+use ferrite_index::{FerriteIndex, OrderedKv};
+use ferrite_pm::persist;
+use ferrite_pm::{Pool, PoolOptions};
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn key(id: u64) -> [u8; 8] {
+    mix(id).to_be_bytes()
+}
+
+fn run<F: Fn(u64, u64) + Sync>(threads: u64, ops: u64, f: F) -> f64 {
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let f = &f;
+            s.spawn(move || {
+                for i in 0..ops / threads {
+                    f(t, i * threads + t);
+                }
+            });
+        }
+    });
+    ops as f64 / t0.elapsed().as_secs_f64() / 1e6
+}
+
+struct Locked(RwLock<BTreeMap<[u8; 8], [u8; 8]>>);
+
+fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) {
+    let t0 = Instant::now();
+    let s0 = persist::thread_stats();
+    for i in 0..n {
+        idx.insert(&key(i), &i.to_le_bytes()).unwrap();
+    }
+    let st = persist::thread_stats().since(s0);
+    println!(
+        "{name}: load {n} in {:.2}s ({:.2} fences/insert, {:.2} lines/insert)",
+        t0.elapsed().as_secs_f64(),
+        st.fences as f64 / n as f64,
+        st.flushed_lines as f64 / n as f64
+    );
+    let lookup = run(threads, ops, |_, i| {
+        let mut out = Vec::with_capacity(16);
+        let id = mix(i ^ 0x55) % n;
+        assert!(idx.get_into(&key(id), &mut out).unwrap());
+    });
+    let s0 = persist::thread_stats();
+    let insert = run(threads, ops, |_, i| {
+        idx.insert(&key(n + i), &i.to_le_bytes()).unwrap();
+    });
+    let st = persist::thread_stats().since(s0);
+    let update = run(threads, ops, |_, i| {
+        let id = mix(i ^ 0x77) % n;
+        idx.update(&key(id), &i.to_le_bytes()).unwrap();
+    });
+    let scan = run(threads, ops / 10, |_, i| {
+        let id = mix(i ^ 0x99) % n;
+        let mut c = 0;
+        idx.scan(&key(id), 100, &mut |_, _| c += 1).unwrap();
+    });
+    println!(
+        "{name} {threads}t: lookup {lookup:.2} insert {insert:.2} update {update:.2} scan100 {scan:.3} Mops/s; fences/insert(thread 0 of run) {:.2}",
+        st.fences as f64 * threads as f64 / ops as f64
+    );
+}
+
+impl OrderedKv for Locked {
+    fn name(&self) -> &str {
+        "btreemap"
+    }
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> ferrite_index::KvResult<bool> {
+        let k: [u8; 8] = key.try_into().unwrap();
+        match self.0.read().unwrap().get(&k) {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn insert(&self, key: &[u8], value: &[u8]) -> ferrite_index::KvResult<bool> {
+        let mut m = self.0.write().unwrap();
+        let k: [u8; 8] = key.try_into().unwrap();
+        if m.contains_key(&k) {
+            return Ok(false);
+        }
+        m.insert(k, value.try_into().unwrap());
+        Ok(true)
+    }
+    fn update(&self, key: &[u8], value: &[u8]) -> ferrite_index::KvResult<bool> {
+        let k: [u8; 8] = key.try_into().unwrap();
+        Ok(self
+            .0
+            .write()
+            .unwrap()
+            .get_mut(&k)
+            .map(|v| *v = value.try_into().unwrap())
+            .is_some())
+    }
+    fn upsert(&self, _: &[u8], _: &[u8]) -> ferrite_index::KvResult<bool> {
+        unimplemented!()
+    }
+    fn remove(&self, _: &[u8]) -> ferrite_index::KvResult<bool> {
+        unimplemented!()
+    }
+    fn count(&self) -> usize {
+        self.0.read().unwrap().len()
+    }
+    fn scan(
+        &self,
+        start: &[u8],
+        n: usize,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> ferrite_index::KvResult<usize> {
+        let k: [u8; 8] = start.try_into().unwrap();
+        let m = self.0.read().unwrap();
+        let mut c = 0;
+        for (a, b) in m.range(k..).take(n) {
+            f(a, b);
+            c += 1;
+        }
+        Ok(c)
+    }
+    fn write_batch(&self, _: &ferrite_index::WriteBatch) -> ferrite_index::KvResult<()> {
+        unimplemented!()
+    }
+    fn cursor(&self) -> ferrite_index::KvResult<Box<dyn ferrite_index::KvCursor + '_>> {
+        unimplemented!()
+    }
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let n = args.first().copied().unwrap_or(1_000_000);
+    let ops = args.get(1).copied().unwrap_or(1_000_000);
+    let threads = args.get(2).copied().unwrap_or(1);
+    let which = std::env::var("MICRO").unwrap_or_else(|_| "ferrite,dram,btree".into());
+    if which.contains("ferrite") {
+        let path = format!("/dev/shm/ferrite-micro-{}.pool", std::process::id());
+        let size = (n + 2 * ops) * 64 + (256 << 20);
+        let pool = Pool::create(&path, size, &PoolOptions::default()).unwrap();
+        let _ = std::fs::remove_file(&path); // unlinked; the mapping stays
+        let idx = FerriteIndex::open_or_create(&pool, "micro").unwrap();
+        bench("ferrite", &idx, n, ops, threads);
+        let m = idx.memory_usage();
+        println!(
+            "ferrite memory: {:.1} B/record DRAM, {:.1} B/record PM ({} leaves)",
+            m.dram_bytes as f64 / idx.count() as f64,
+            m.pm_bytes as f64 / idx.count() as f64,
+            m.leaves
+        );
+        drop(idx);
+        let t0 = Instant::now();
+        let idx = FerriteIndex::open_or_create(&pool, "micro").unwrap();
+        println!(
+            "reopen: {:?} (rebuild {:?}, {} leaves, {} keys)",
+            t0.elapsed(),
+            idx.rebuild_stats().duration,
+            idx.rebuild_stats().leaves,
+            idx.rebuild_stats().keys
+        );
+    }
+    if which.contains("dram") {
+        let idx = FerriteIndex::volatile((n + 2 * ops) * 64 + (256 << 20)).unwrap();
+        bench("ferrite-dram", &idx, n, ops, threads);
+    }
+    if which.contains("btree") {
+        let idx = Locked(RwLock::new(BTreeMap::new()));
+        bench("btreemap", &idx, n, ops, threads);
+    }
+}
