@@ -40,6 +40,50 @@ pub struct BenchOutput {
     pub extra_cols: Vec<&'static str>,
 }
 
+/// The results side by side: one row per (bench, param), one Mops/s column per
+/// variant, in first-seen order.
+pub fn pivot(r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut variants: Vec<&str> = Vec::new();
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    for x in &r.results {
+        if !variants.contains(&x.variant.as_str()) {
+            variants.push(&x.variant);
+        }
+        let key = (
+            x.bench.as_str(),
+            x.param.as_ref().map_or("-".into(), |p| p.to_string()),
+        );
+        if !rows.contains(&key) {
+            rows.push(key);
+        }
+    }
+    let w = variants.iter().map(|v| v.len().max(8)).collect::<Vec<_>>();
+    let mut out = String::new();
+    let _ = write!(out, "{:<16} {:>6}", "bench", "param");
+    for (v, w) in variants.iter().zip(&w) {
+        let _ = write!(out, "  {v:>w$}");
+    }
+    out.push_str("   (Mops/s)\n");
+    for (bench, param) in &rows {
+        let _ = write!(out, "{bench:<16} {param:>6}");
+        for (v, w) in variants.iter().zip(&w) {
+            let cell = r
+                .results
+                .iter()
+                .find(|x| {
+                    x.bench == *bench
+                        && x.variant == *v
+                        && x.param.as_ref().map_or("-".into(), |p| p.to_string()) == *param
+                })
+                .map_or("-".to_string(), |x| format!("{:.3}", x.mops));
+            let _ = write!(out, "  {cell:>w$}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// A pool file removed on drop.
 struct TempPool {
     pool: Option<Pool>,

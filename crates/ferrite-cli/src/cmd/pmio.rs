@@ -57,6 +57,20 @@ pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
     let path = out
         .report
         .write_outputs(&a.out, &stem, &out.extra_cols, &out.svg)?;
-    out.report.print(a.json, &out.extra_cols, Some(&path));
+    if a.json {
+        out.report.print(true, &out.extra_cols, Some(&path));
+    } else {
+        // The full table (with barriers and lines per op) is in the .md file;
+        // the terminal gets the variants side by side.
+        print!("{}", bench::pivot(&out.report));
+        for n in &out.report.notes {
+            println!("note: {n}");
+        }
+        println!(
+            "table with fences/lines per op: {}",
+            path.with_extension("md").display()
+        );
+        println!("chart: {}", path.display());
+    }
     Ok(0)
 }
