@@ -379,7 +379,11 @@ pub fn static_top(base: &[u32], meta: &Meta, levels: usize) -> Result<Top> {
         }
         if c & MONO_CHILD != 0 {
             let t = get(off + n - level)?;
-            let extra = if t & DUP_TIDS != 0 { (t & PAYLOAD) as usize } else { 0 };
+            let extra = if t & DUP_TIDS != 0 {
+                (t & PAYLOAD) as usize
+            } else {
+                0
+            };
             let end = off + n - level + 1 + extra;
             if end > base.len() {
                 return Err(ElfError::Corrupt("MonoList beyond the array".into()));

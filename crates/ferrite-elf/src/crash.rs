@@ -194,7 +194,9 @@ pub fn elf_check(pool: Pool, j: &Journal<ElfOp>) -> Result<(), String> {
             .collect();
         let q = Query::range(bounds);
         let mut got = Vec::new();
-        store.query(&q, |t| got.push(t)).map_err(|e| e.to_string())?;
+        store
+            .query(&q, |t| got.push(t))
+            .map_err(|e| e.to_string())?;
         got.sort_unstable();
         let want: Vec<u32> = found
             .iter()
@@ -221,10 +223,5 @@ pub fn elf_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
         c.ops = DEFAULT_OPS;
     }
     let wc = c.clone();
-    explore(
-        "elf",
-        &c,
-        move |p, j| elf_workload(&wc, p, j),
-        elf_check,
-    )
+    explore("elf", &c, move |p, j| elf_workload(&wc, p, j), elf_check)
 }

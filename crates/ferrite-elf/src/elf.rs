@@ -401,7 +401,7 @@ impl Elf {
                             };
                             w.visit(level, c);
                         }
-                        drop(w);
+                        let _ = w.st;
                         state
                     })
                 })

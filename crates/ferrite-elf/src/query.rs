@@ -139,7 +139,8 @@ impl<'a, C: ListCache, F: FnMut(u32)> Walk<'a, C, F> {
     #[inline]
     fn base_read(&mut self, level: usize, first_byte: usize, end_byte: usize) {
         if level >= self.s.top_levels {
-            let lines = (end_byte.saturating_sub(1) / 64).saturating_sub(first_byte / 64) as u64 + 1;
+            let lines =
+                (end_byte.saturating_sub(1) / 64).saturating_sub(first_byte / 64) as u64 + 1;
             self.st.base_nodes += 1;
             self.st.base_lines += lines;
             if self.read_ns != 0 {
@@ -277,7 +278,11 @@ impl<'a, C: ListCache, F: FnMut(u32)> Walk<'a, C, F> {
             i += 1;
         }
         if count_base {
-            let first = if start == 0 { off } else { off + LIST_HEADER_WORDS + 2 * start };
+            let first = if start == 0 {
+                off
+            } else {
+                off + LIST_HEADER_WORDS + 2 * start
+            };
             let end = off + LIST_HEADER_WORDS + 2 * (i + 1).min(len);
             self.base_read(level, first * 4, end * 4);
         } else {
@@ -309,7 +314,9 @@ pub fn for_each_row(words: &[u32], meta: &Meta, mut f: impl FnMut(&[u32], u32)) 
         depth_budget: &mut u64,
     ) -> Result<()> {
         if *depth_budget == 0 {
-            return Err(ElfError::Corrupt("the tree has more nodes than words".into()));
+            return Err(ElfError::Corrupt(
+                "the tree has more nodes than words".into(),
+            ));
         }
         *depth_budget -= 1;
         if level == n {
@@ -326,12 +333,12 @@ pub fn for_each_row(words: &[u32], meta: &Meta, mut f: impl FnMut(&[u32], u32)) 
         }
         if c & MONO_CHILD != 0 {
             let off = (c & PAYLOAD) as usize;
-            for j in level..n {
+            for (j, slot) in vals.iter_mut().enumerate().skip(level) {
                 let v = get(words, off + j - level)?;
                 if v > MAX_VALUE {
                     return Err(ElfError::Corrupt(format!("MonoList value {v} has a flag")));
                 }
-                vals[j] = v;
+                *slot = v;
             }
             let t = get(words, off + n - level)?;
             if t & DUP_TIDS == 0 {

@@ -114,8 +114,10 @@ pub struct ElfStore {
 
 fn read_struct<T: Copy>(pool: &Pool, off: u64) -> Result<T> {
     let n = std::mem::size_of::<T>();
-    if !pool.contains(off, n) || off % 8 != 0 {
-        return Err(ElfError::Corrupt(format!("block offset {off:#x} out of bounds")));
+    if !pool.contains(off, n) || !off.is_multiple_of(8) {
+        return Err(ElfError::Corrupt(format!(
+            "block offset {off:#x} out of bounds"
+        )));
     }
     // SAFETY: in bounds and 8-aligned (checked); T is a plain-data header.
     Ok(unsafe { std::ptr::read_volatile(pool.at(off, n) as *const T) })
@@ -222,7 +224,15 @@ impl ElfStore {
         };
         let cap = opts.delta_capacity.max(1);
         let g = publish(
-            pool, &heap, id, generation, nonce, built, schema_off, &[], cap,
+            pool,
+            &heap,
+            id,
+            generation,
+            nonce,
+            built,
+            schema_off,
+            &[],
+            cap,
         )?;
         if let Some(b) = old_blocks {
             b.retired.store(true, Ordering::Release);
@@ -287,7 +297,9 @@ impl ElfStore {
         }
         let n = h.ncols as usize;
         if n == 0 || n > MAX_COLS || h.words > MAX_WORDS || h.nrows > MAX_ROWS {
-            return Err(ElfError::Corrupt("Elf header holds impossible sizes".into()));
+            return Err(ElfError::Corrupt(
+                "Elf header holds impossible sizes".into(),
+            ));
         }
         let wbytes = h.words as usize * 4;
         let woff = desc.elf_off + HEADER_BYTES as u64;
@@ -328,8 +340,10 @@ impl ElfStore {
         }
         let mut delta = Vec::new();
         let ew = entry_words(n);
-        let base = pool.at(desc.delta_off + HEADER_BYTES as u64, dh.capacity as usize * ew * 4)
-            as *const u32;
+        let base = pool.at(
+            desc.delta_off + HEADER_BYTES as u64,
+            dh.capacity as usize * ew * 4,
+        ) as *const u32;
         for i in 0..dh.capacity as usize {
             // SAFETY: entry i lies inside the delta block (bounds checked above).
             let e = unsafe { std::slice::from_raw_parts(base.add(i * ew), ew) };
@@ -514,7 +528,9 @@ impl ElfStore {
         let _a = self.append.lock().unwrap_or_else(|e| e.into_inner());
         let g2 = self.current();
         if g2.generation != g.generation {
-            return Err(ElfError::Corrupt("generation changed during a merge".into()));
+            return Err(ElfError::Corrupt(
+                "generation changed during a merge".into(),
+            ));
         }
         let rest: Vec<u32> = {
             let d = g2.delta.read().unwrap_or_else(|e| e.into_inner());

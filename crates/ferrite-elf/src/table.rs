@@ -105,7 +105,9 @@ impl Column {
     pub fn decode(&self, c: u32) -> String {
         match &self.kind {
             ColumnKind::Int { offset } => (c as i64 + offset).to_string(),
-            ColumnKind::Num(d) | ColumnKind::Str(d) => d.get(c as usize).cloned().unwrap_or_default(),
+            ColumnKind::Num(d) | ColumnKind::Str(d) => {
+                d.get(c as usize).cloned().unwrap_or_default()
+            }
         }
     }
 }
@@ -172,7 +174,11 @@ impl Schema {
                     b.extend_from_slice(&offset.to_le_bytes());
                 }
                 ColumnKind::Num(d) | ColumnKind::Str(d) => {
-                    b.push(if matches!(c.kind, ColumnKind::Num(_)) { 1 } else { 2 });
+                    b.push(if matches!(c.kind, ColumnKind::Num(_)) {
+                        1
+                    } else {
+                        2
+                    });
                     b.extend_from_slice(&(d.len() as u32).to_le_bytes());
                     for s in d {
                         put_str(&mut b, s);
@@ -188,7 +194,9 @@ impl Schema {
         let bad = || ElfError::Corrupt("schema block is truncated or malformed".into());
         let mut at = 0usize;
         let mut take = |n: usize| -> Result<&[u8]> {
-            let s = b.get(at..at.checked_add(n).ok_or_else(bad)?).ok_or_else(bad)?;
+            let s = b
+                .get(at..at.checked_add(n).ok_or_else(bad)?)
+                .ok_or_else(bad)?;
             at += n;
             Ok(s)
         };
@@ -282,7 +290,11 @@ impl Loading {
             Loading::Ints(xs) => {
                 let min = xs.iter().copied().min().unwrap_or(0);
                 let max = xs.iter().copied().max().unwrap_or(0);
-                let offset = if min >= 0 && max <= MAX_VALUE as i64 { 0 } else { min };
+                let offset = if min >= 0 && max <= MAX_VALUE as i64 {
+                    0
+                } else {
+                    min
+                };
                 if (max as i128 - offset as i128) <= MAX_VALUE as i128 {
                     let codes = xs.iter().map(|&x| (x - offset) as u32).collect();
                     return Ok((
@@ -377,7 +389,7 @@ fn split_record(line: &str, delim: char, out: &mut Vec<String>) -> std::result::
 }
 
 /// CSV loading options.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CsvOptions {
     /// Field delimiter; `None` guesses from the header (`,`, `|`, tab or `;`).
     pub delimiter: Option<char>,
@@ -385,16 +397,6 @@ pub struct CsvOptions {
     pub columns: Option<Vec<String>>,
     /// Stop after this many data rows.
     pub limit: Option<u64>,
-}
-
-impl Default for CsvOptions {
-    fn default() -> Self {
-        CsvOptions {
-            delimiter: None,
-            columns: None,
-            limit: None,
-        }
-    }
 }
 
 impl Table {
@@ -437,7 +439,10 @@ impl Table {
             Ok(n > 0)
         };
         if !read_line(&mut line, &mut bytes)? {
-            return Err(err(1, "the file is empty (a header row is required)".into()));
+            return Err(err(
+                1,
+                "the file is empty (a header row is required)".into(),
+            ));
         }
         lineno += 1;
         let delim = opts.delimiter.unwrap_or_else(|| {
@@ -468,7 +473,10 @@ impl Table {
                 .iter()
                 .map(|n| {
                     header.iter().position(|h| h == n).ok_or_else(|| {
-                        err(1, format!("no column {n:?} (header: {})", header.join(", ")))
+                        err(
+                            1,
+                            format!("no column {n:?} (header: {})", header.join(", ")),
+                        )
                     })
                 })
                 .collect::<Result<_>>()?,
@@ -509,7 +517,7 @@ impl Table {
             if rows > crate::layout::MAX_ROWS {
                 return Err(err(lineno, "too many rows for an Elf (2^31-1)".into()));
             }
-            if rows % 65536 == 0 {
+            if rows.is_multiple_of(65536) {
                 progress(bytes);
             }
         }
@@ -550,7 +558,10 @@ impl Table {
         let cols = std::mem::take(&mut self.cols);
         let mut cols: Vec<Option<Vec<u32>>> = cols.into_iter().map(Some).collect();
         let columns = std::mem::take(&mut self.schema.columns);
-        self.cols = idx.iter().map(|&i| cols[i].take().unwrap_or_default()).collect();
+        self.cols = idx
+            .iter()
+            .map(|&i| cols[i].take().unwrap_or_default())
+            .collect();
         self.schema.columns = idx.iter().map(|&i| columns[i].clone()).collect();
     }
 

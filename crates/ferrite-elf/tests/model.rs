@@ -73,7 +73,8 @@ fn variants(ncols: usize) -> Vec<Variant> {
 }
 
 fn check(elf: &Elf, c: &Case) -> Result<(), TestCaseError> {
-    elf.verify().map_err(|e| TestCaseError::fail(e.to_string()))?;
+    elf.verify()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     for qb in &c.queries {
         let q = Query::partial(qb);
         let want = brute(c, &q);
@@ -81,7 +82,13 @@ fn check(elf: &Elf, c: &Case) -> Result<(), TestCaseError> {
         for _ in 0..2 {
             let mut got = elf.collect(&q).unwrap();
             got.sort_unstable();
-            prop_assert_eq!(&got, &want, "variant {} query {:?}", elf.variant().name(), q);
+            prop_assert_eq!(
+                &got,
+                &want,
+                "variant {} query {:?}",
+                elf.variant().name(),
+                q
+            );
         }
         let mut par = elf.collect_par(&q, 2).unwrap();
         par.sort_unstable();
@@ -173,7 +180,10 @@ fn background_merge_keeps_queries_and_inserts_going() {
     let b: Vec<u32> = (0..n).map(|i| i % 7).collect();
     let pool = Pool::create_volatile(32 << 20, &PoolOptions::default()).unwrap();
     let built = build(&[&a, &b]).unwrap();
-    let opts = CreateOptions { delta_capacity: 500, nonce: None };
+    let opts = CreateOptions {
+        delta_capacity: 500,
+        nonce: None,
+    };
     let store = std::sync::Arc::new(
         ElfStore::create(&pool, "t", &built, None, &opts, Variant::Pm).unwrap(),
     );
@@ -187,15 +197,14 @@ fn background_merge_keeps_queries_and_inserts_going() {
     h.join().unwrap().unwrap();
     assert_eq!(store.rows(), 2450);
     let q = Query::exact(&[3, 3]);
-    let want = (0..2000u32)
-        .filter(|i| i % 10 == 3 && i % 7 == 3)
-        .count()
+    let want = (0..2000u32).filter(|i| i % 10 == 3 && i % 7 == 3).count()
         + (0..450u32).filter(|i| i % 10 == 3 && i % 7 == 3).count();
     assert_eq!(store.count(&q, 2).unwrap() as usize, want);
     let g = store.current();
     assert_eq!(g.generation, 2);
-    assert_eq!(g.base_rows(), 2300);
-    assert_eq!(g.delta_rows(), 150);
+    // The merge took whatever the delta held when it started (>= 300 rows).
+    assert!(g.base_rows() >= 2300, "{}", g.base_rows());
+    assert_eq!(g.base_rows() + g.delta_rows(), 2450);
 }
 
 #[test]

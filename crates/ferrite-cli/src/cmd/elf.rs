@@ -90,7 +90,11 @@ pub struct InfoArgs {
 pub struct ElfBenchArgs {
     /// Experiments, comma-separated: build, overhead, static, dynamic, warmup,
     /// parallel, tpch, or all (all but tpch unless --tpch-csv is given)
-    #[arg(long, value_delimiter = ',', default_value = "build,overhead,static,dynamic,warmup,parallel")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "build,overhead,static,dynamic,warmup,parallel"
+    )]
     pub experiment: Vec<String>,
     /// Rows of the uniform table (10 integer columns of cardinality 100)
     #[arg(long, default_value_t = 10_000_000)]
@@ -202,7 +206,12 @@ fn build(a: BuildArgs) -> Result<i32> {
     .with_context(|| format!("storing the Elf in {}", a.pool.display()))?;
     let publish_s = t2.elapsed().as_secs_f64();
     let rows = store.rows();
-    let names: Vec<String> = table.schema.columns.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<String> = table
+        .schema
+        .columns
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
     if a.json {
         println!(
             "{}",
@@ -324,10 +333,12 @@ fn info(a: InfoArgs) -> Result<i32> {
 pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
     let mut experiments = a.experiment.clone();
     if experiments.iter().any(|e| e == "all") {
-        experiments = ["build", "overhead", "static", "dynamic", "warmup", "parallel"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        experiments = [
+            "build", "overhead", "static", "dynamic", "warmup", "parallel",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         if a.tpch_csv.is_some() {
             experiments.push("tpch".into());
         }
@@ -363,7 +374,13 @@ pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
         std::fs::write(&p, svg)?;
         first_chart.get_or_insert(p);
     }
-    let extra = ["ns_per_query", "vs_dram", "base_lines_per_q", "seconds", "speedup_vs_seq"];
+    let extra = [
+        "ns_per_query",
+        "vs_dram",
+        "base_lines_per_q",
+        "seconds",
+        "speedup_vs_seq",
+    ];
     let main_svg = charts.first().map_or("", |c| c.1.as_str());
     let main = report.write_outputs(&a.out, "elf", &extra, main_svg)?;
     report.print(a.json, &extra, first_chart.as_deref().or(Some(&main)));
