@@ -189,9 +189,39 @@ pub fn make_queries(cols: &[Vec<u32>], kind: Kind, n: usize, seed: u64) -> Vec<Q
         .collect()
 }
 
+/// CPU time of the calling thread: unlike wall time it does not count the time
+/// other processes of a shared machine hold the core.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Seconds of thread CPU time since `start` (single-threaded phases).
+struct CpuTimer(u64);
+
+impl CpuTimer {
+    fn start() -> CpuTimer {
+        CpuTimer(thread_cpu_ns())
+    }
+    fn secs(&self) -> f64 {
+        (thread_cpu_ns() - self.0) as f64 / 1e9
+    }
+}
+
 /// Time per query of a query set (after one warm-up pass), with costs.
 pub struct Measured {
+    /// Thread CPU time per query.
     pub ns_per_query: f64,
+    /// Wall time per query.
+    pub wall_ns_per_query: f64,
     pub stats: QueryStats,
     pub matches: u64,
     pub queries: usize,
@@ -205,14 +235,17 @@ pub fn measure(elf: &Elf, qs: &[Query]) -> Result<Measured> {
     let mut st = QueryStats::default();
     let mut matches = 0u64;
     let t = Instant::now();
+    let c0 = thread_cpu_ns();
     for q in qs {
         let s = elf.query_with_stats(q, |_| matches += 1)?;
         st.add(&s);
     }
+    let cpu = (thread_cpu_ns() - c0) as f64;
     let ns = t.elapsed().as_nanos() as f64;
     std::hint::black_box(sink);
     Ok(Measured {
-        ns_per_query: ns / qs.len().max(1) as f64,
+        ns_per_query: cpu / qs.len().max(1) as f64,
+        wall_ns_per_query: ns / qs.len().max(1) as f64,
         stats: st,
         matches,
         queries: qs.len(),
@@ -233,6 +266,9 @@ pub fn measure_set(elfs: &[&Elf], qs: &[Query], rounds: usize) -> Result<Vec<Mea
             if m.ns_per_query < out[i].ns_per_query {
                 out[i].ns_per_query = m.ns_per_query;
             }
+            if m.wall_ns_per_query < out[i].wall_ns_per_query {
+                out[i].wall_ns_per_query = m.wall_ns_per_query;
+            }
         }
     }
     Ok(out)
@@ -242,6 +278,7 @@ fn cell(bench: &str, variant: &str, param: Option<serde_json::Value>, m: &Measur
     let q = m.queries.max(1) as f64;
     BenchResult::new(bench, variant, param, 1, 1e3 / m.ns_per_query.max(1e-9))
         .with("ns_per_query", m.ns_per_query)
+        .with("wall_ns_per_query", m.wall_ns_per_query)
         .with("base_lines_per_q", m.stats.base_lines as f64 / q)
         .with("dram_nodes_per_q", m.stats.dram_nodes as f64 / q)
         .with("matches_per_q", m.matches as f64 / q)
@@ -292,6 +329,11 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
             cfg.read_ns
         ));
     }
+    r.notes.push(
+        "single-threaded times (builds, reopen, queries) are thread CPU time; \
+         parallel and warm-up cells are wall time"
+            .into(),
+    );
     let want = |e: &str| cfg.experiments.iter().any(|x| x == e || x == "all");
     let uniform_needed = ["build", "overhead", "static", "dynamic", "warmup"]
         .iter()
@@ -305,12 +347,12 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
         let cols = uniform_table(cfg.rows, cfg.cols, cfg.card, cfg.seed);
         let slices: Vec<&[u32]> = cols.iter().map(Vec::as_slice).collect();
         // Build: DRAM only, then DRAM + copy into PM + publish.
-        let t = Instant::now();
+        let t = CpuTimer::start();
         let built = build(&slices)?;
-        let dram_s = t.elapsed().as_secs_f64();
+        let dram_s = t.secs();
         let words = built.words.len();
         let tp = TempPool::new(&cfg.pool_dir, "uniform", pool_size_for(words) + (256 << 20))?;
-        let t = Instant::now();
+        let t = CpuTimer::start();
         let built2 = build(&slices)?;
         let before = persist::thread_stats();
         let store = ElfStore::create(
@@ -321,7 +363,7 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
             &CreateOptions::default(),
             Variant::Pm,
         )?;
-        let pm_s = t.elapsed().as_secs_f64();
+        let pm_s = t.secs();
         let ps = persist::thread_stats().since(before);
         drop(built2);
         drop(built);
@@ -345,25 +387,25 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
             );
             // Hybrid copy and reopen vs rebuild.
             let g = store.current();
-            let t = Instant::now();
+            let t = CpuTimer::start();
             let h = Elf::new(g.elf.data().clone(), Variant::Hybrid)?;
-            let copy_s = t.elapsed().as_secs_f64();
+            let copy_s = t.secs();
             drop(h);
             drop(g);
             // Reopen needs the heap: close the store first.
             let pool = tp.pool().clone();
             drop(store);
-            let t_open = Instant::now();
+            let t_open = CpuTimer::start();
             let s = ElfStore::open(&pool, "elf", Variant::Pm, false)?;
-            let open_s = t_open.elapsed().as_secs_f64();
+            let open_s = t_open.secs();
             drop(s);
-            let t_open = Instant::now();
+            let t_open = CpuTimer::start();
             let s = ElfStore::open(&pool, "elf", Variant::Pm, true)?;
-            let open_crc_s = t_open.elapsed().as_secs_f64();
+            let open_crc_s = t_open.secs();
             drop(s);
-            let t_open = Instant::now();
+            let t_open = CpuTimer::start();
             let s = ElfStore::open(&pool, "elf", Variant::Hybrid, false)?;
-            let open_h_s = t_open.elapsed().as_secs_f64();
+            let open_h_s = t_open.secs();
             drop(s);
             for (v, secs) in [
                 ("hybrid-copy", copy_s),
