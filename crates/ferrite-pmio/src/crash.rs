@@ -44,6 +44,23 @@ fn s(e: PmioError) -> String {
     e.to_string()
 }
 
+/// Every structure here owns exactly one region block, which fits in one chunk
+/// of the crash pools: an object owning more chunks leaked a region (e.g. one
+/// allocated by a creation that crashed before publishing it).
+fn no_leak(pool: &Pool) -> Result<(), String> {
+    for (id, n) in pool.chunks_by_owner() {
+        if n != 1 {
+            let name = pool
+                .objects()
+                .into_iter()
+                .find(|o| o.id.index() == id.index())
+                .map_or("?".into(), |o| o.name);
+            return Err(format!("object {name:?} owns {n} chunks: a region leaked"));
+        }
+    }
+    Ok(())
+}
+
 // ----- logs ----------------------------------------------------------------------
 
 #[derive(Debug, Clone)]
@@ -51,6 +68,8 @@ pub enum LogOp {
     Create,
     Append(Vec<Vec<u8>>),
     Reset,
+    /// Keep this many entries.
+    Truncate(usize),
 }
 
 const LOG_NAME: &str = "crash-log";
@@ -80,6 +99,14 @@ fn log_workload(
         if r < 4 {
             j.begin(LogOp::Reset);
             log.reset().map_err(s)?;
+            j.ack();
+            continue;
+        }
+        if r < 10 && !log.is_empty() {
+            let keep = rng.below(log.len() as u64) as usize;
+            j.begin(LogOp::Truncate(keep));
+            log.truncate_after(log.first_lsn() + keep as u64 - 1)
+                .map_err(s)?;
             j.ack();
             continue;
         }
@@ -124,6 +151,7 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
                 first += model.len() as u64;
                 model.clear();
             }
+            LogOp::Truncate(keep) => model.truncate(*keep),
         }
     }
     let exists = pool
@@ -138,6 +166,7 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
         };
     }
     let mut log = PmLog::open(&pool, LOG_NAME).map_err(|e| format!("open: {e}"))?;
+    no_leak(&pool)?;
     if log.kind() != kind || log.padded() != padded {
         return Err("log reopened with another configuration".into());
     }
@@ -151,6 +180,8 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
             Some(LogOp::Append(g)) => extra.len() <= g.len() && extra == &g[..extra.len()],
             _ => extra.is_empty(),
         }
+    } else if let Some(LogOp::Truncate(keep)) = j.in_flight {
+        log.first_lsn() == first && got[..] == model[..keep.min(model.len())]
     } else {
         // Only an in-flight reset may have emptied the log.
         matches!(j.in_flight, Some(LogOp::Reset))
@@ -309,6 +340,7 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
     for round in 0..2 {
         let st = PageStore::open_or_create(&pool, PAGE_NAME, PAGE_CFG)
             .map_err(|e| format!("open: {e}"))?;
+        no_leak(&pool)?;
         for pid in 0..PAGES {
             let acked = model.get(&pid);
             let new = match &j.in_flight {
@@ -445,6 +477,7 @@ fn inplace_check(
     for round in 0..2 {
         let a = InplaceArray::open_or_create(&pool, ARRAY_NAME, inplace_cfg(method, vs))
             .map_err(|e| format!("open: {e}"))?;
+        no_leak(&pool)?;
         for (idx, &v) in model.iter().enumerate() {
             a.read(idx, &mut out).map_err(s)?;
             let in_flight = match j.in_flight {

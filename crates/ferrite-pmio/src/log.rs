@@ -34,6 +34,12 @@ const RAWL_VALID: u64 = 1 << 63;
 const M63: u64 = !RAWL_VALID;
 /// Size fields of a dancing header, each on its own cache line (the thesis uses 64).
 pub const DANCE: usize = 64;
+/// A size field is `epoch << TAIL_BITS | tail`: the highest value names the
+/// newest state, and a suffix truncation bumps the epoch so that one store of a
+/// smaller tail outranks every older field.
+const TAIL_BITS: u32 = 40;
+const TAIL_MASK: u64 = (1 << TAIL_BITS) - 1;
+const MAX_EPOCH: u64 = (1 << (64 - TAIL_BITS)) - 1;
 /// Largest payload of one entry (PopLog's 32-bit bit count must not overflow).
 pub const MAX_ENTRY: usize = (1 << 28) - 1;
 
@@ -166,6 +172,9 @@ pub trait Log {
     fn reset(&mut self) -> Result<()>;
     /// Bytes still free in the active segment.
     fn free_bytes(&self) -> usize;
+    /// Drops every entry after `lsn`, keeping `first_lsn..=lsn` (Raft's "delete
+    /// conflicting entries"); the next append gets `lsn + 1`. Failure-atomic.
+    fn truncate_after(&mut self, lsn: u64) -> Result<()>;
 
     fn len(&self) -> usize {
         (self.next_lsn() - self.first_lsn()) as usize
@@ -199,6 +208,8 @@ pub struct PmLog {
     tail: usize,
     /// Appends since open (selects the dancing size field).
     appends: u64,
+    /// Truncation epoch of the size fields (`epoch << 40 | tail`).
+    epoch: u64,
 }
 
 // SAFETY: the raw pointers point into the pool mapping, which `pool` keeps alive;
@@ -369,6 +380,7 @@ impl PmLog {
             pos: Vec::new(),
             tail: 0,
             appends: 0,
+            epoch: 0,
         };
         log.recover()?;
         Ok(log)
@@ -480,31 +492,18 @@ impl PmLog {
             }
             self.tail = pos;
             // Torn residue beyond the tail must be zero before the next append.
-            let line_end = round_up(pos, 64).min(cap);
-            let mut dirty = false;
-            // SAFETY: pos..line_end is inside the segment.
-            let partial = unsafe { std::slice::from_raw_parts_mut(seg.add(pos), line_end - pos) };
-            if partial.iter().any(|&b| b != 0) {
-                partial.fill(0);
-                self.pool.flush(partial.as_ptr(), partial.len());
-                dirty = true;
-            }
-            // SAFETY: line_end..cap is a line-aligned part of the segment.
-            let rest = unsafe { seg.add(line_end) };
-            if zero_dirty_lines(&self.pool, rest, cap - line_end) > 0 {
-                dirty = true;
-            }
-            if dirty {
+            if self.zero_range(pos, cap) {
                 self.pool.fence();
             }
         } else {
             let fields = kind.size_fields();
-            let mut tail = 0u64;
+            let mut best = 0u64;
             for i in 0..fields {
                 // SAFETY: field pointers are aligned lines of the meta area.
-                tail = tail.max(unsafe { rd(self.field(self.active, i)) });
+                best = best.max(unsafe { rd(self.field(self.active, i)) });
             }
-            let tail = tail as usize;
+            self.epoch = best >> TAIL_BITS;
+            let tail = (best & TAIL_MASK) as usize;
             if tail > cap || !tail.is_multiple_of(8) {
                 return Err(bad(format!("size field {tail} out of range")));
             }
@@ -520,6 +519,30 @@ impl PmLog {
             self.tail = tail;
         }
         Ok(())
+    }
+
+    /// Zeroes the non-zero bytes of `[from, to)` of the active segment (whole
+    /// lines after the first) and writes them back; true if anything was written.
+    fn zero_range(&self, from: usize, to: usize) -> bool {
+        let seg = self.segs[self.active];
+        let line_end = round_up(from, 64).min(to);
+        let mut dirty = false;
+        // SAFETY: from..line_end is inside the segment.
+        let partial = unsafe { std::slice::from_raw_parts_mut(seg.add(from), line_end - from) };
+        if partial.iter().any(|&b| b != 0) {
+            partial.fill(0);
+            self.pool.flush(partial.as_ptr(), partial.len());
+            dirty = true;
+        }
+        let end = round_up(to, 64).min(self.seg_bytes);
+        if end > line_end {
+            // SAFETY: line_end..end is a line-aligned part of the segment.
+            let rest = unsafe { seg.add(line_end) };
+            if zero_dirty_lines(&self.pool, rest, end - line_end) > 0 {
+                dirty = true;
+            }
+        }
+        dirty
     }
 
     pub fn kind(&self) -> LogKind {
@@ -632,7 +655,7 @@ impl PmLog {
                 let i = (self.appends % self.kind.size_fields() as u64) as usize;
                 let f = self.field(self.active, i);
                 // SAFETY: an aligned size field.
-                unsafe { wr(f, pos as u64) };
+                unsafe { wr(f, self.epoch << TAIL_BITS | pos as u64) };
                 self.pool.persist(f, 8);
             }
             LogKind::Rawl | LogKind::PopLog => {}
@@ -723,6 +746,50 @@ impl Log for PmLog {
         self.base_lsn = next;
         self.pos.clear();
         self.tail = 0;
+        self.epoch = 0;
+        Ok(())
+    }
+
+    fn truncate_after(&mut self, lsn: u64) -> Result<()> {
+        if lsn >= self.next_lsn().saturating_sub(1) {
+            return Ok(());
+        }
+        if lsn + 1 < self.base_lsn {
+            return Err(PmioError::Invalid(format!(
+                "cannot truncate after {lsn}: the log starts at {}",
+                self.base_lsn
+            )));
+        }
+        let keep = (lsn + 1 - self.base_lsn) as usize;
+        let cut = self.pos[keep] as usize;
+        if self.kind.scans() {
+            // One 8-byte store makes the first dropped entry invalid, so the
+            // recovered log ends at `cut`; the rest is only cleanup (recovery
+            // would redo it).
+            // SAFETY: the header word of an entry of the active segment.
+            let p = unsafe { self.segs[self.active].add(cut) };
+            // SAFETY: as above.
+            unsafe { wr(p, 0) };
+            self.pool.persist(p, 8);
+            if self.zero_range(cut, self.tail) {
+                self.pool.fence();
+            }
+        } else {
+            if self.epoch >= MAX_EPOCH {
+                return Err(PmioError::Invalid(
+                    "too many truncations of this segment; reset the log".into(),
+                ));
+            }
+            self.epoch += 1;
+            let i = (self.appends % self.kind.size_fields() as u64) as usize;
+            let f = self.field(self.active, i);
+            // SAFETY: an aligned size field.
+            unsafe { wr(f, self.epoch << TAIL_BITS | cut as u64) };
+            self.pool.persist(f, 8);
+            self.appends += 1;
+        }
+        self.pos.truncate(keep);
+        self.tail = cut;
         Ok(())
     }
 
@@ -786,13 +853,21 @@ mod tests {
                 let mut log = PmLog::open(&pool, &name).unwrap();
                 let got: Vec<Vec<u8>> = log.entries().unwrap().into_iter().map(|e| e.1).collect();
                 assert_eq!(got, want, "{name}");
+                log.truncate_after(30).unwrap();
+                assert_eq!(log.next_lsn(), 31);
+                log.append(b"x").unwrap();
+                drop(log);
+                let mut log = PmLog::open(&pool, &name).unwrap();
+                assert_eq!(log.len(), 31);
+                assert_eq!(log.read(31).unwrap(), b"x");
+                assert_eq!(log.read(30).unwrap(), want[29]);
                 log.reset().unwrap();
                 assert!(log.is_empty());
-                assert_eq!(log.first_lsn(), 46);
+                assert_eq!(log.first_lsn(), 32);
                 log.append(b"after reset").unwrap();
                 drop(log);
                 let log = PmLog::open(&pool, &name).unwrap();
-                assert_eq!(log.entries().unwrap(), vec![(46, b"after reset".to_vec())]);
+                assert_eq!(log.entries().unwrap(), vec![(32, b"after reset".to_vec())]);
             }
         }
     }
@@ -877,6 +952,12 @@ mod tests {
                 match op {
                     0 => { log.reset().unwrap(); first += model.len() as u64; model.clear(); }
                     1 => { drop(log); log = PmLog::open(&pool, "m").unwrap(); }
+                    3 => {
+                        // Keep `len % (n + 1)` entries.
+                        let keep = len % (model.len() + 1);
+                        log.truncate_after(first + keep as u64 - 1).unwrap();
+                        model.truncate(keep);
+                    }
                     2 => {
                         let g = [e.as_slice(), &e[..len / 2]];
                         match log.append_group(&g) {
