@@ -96,12 +96,13 @@ const KEYS: usize = FANOUT;
 /// touches few cache lines). Level 0 children are PM leaf offsets, higher
 /// levels' are node pointers.
 #[derive(Clone)]
+#[repr(C)]
 pub struct Node {
-    level: u8,
     n: usize,
+    level: u8,
     prefixes: [u64; KEYS],
-    lens: [u32; KEYS],
     kids: [usize; KEYS + 1],
+    lens: [u32; KEYS],
     /// Empty while no separator of the node is longer than 8 bytes.
     fulls: Vec<Option<Arc<[u8]>>>,
 }
@@ -145,30 +146,31 @@ impl Node {
         cmp_parts(p, l, self.full(i), k.prefix, k.len, k.bytes)
     }
 
-    /// Number of separators <= k (`le`) or < k (`!le`).
+    /// Number of separators <= k (`le`) or < k (`!le`). Counts prefixes below
+    /// the key's with a branch-free pass over the node (independent loads, so
+    /// the cache misses of a cold node overlap; the compiler vectorises it),
+    /// then resolves equal prefixes with full comparisons.
     #[inline]
     fn bound(&self, k: &SearchKey<'_>, le: bool) -> usize {
-        let (mut lo, mut hi) = (0, self.n);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            let p = self.prefixes[mid];
-            let go_right = if p != k.prefix {
-                p < k.prefix
+        let n = self.n;
+        let kp = k.prefix;
+        let mut i = self.prefixes[..n]
+            .iter()
+            .map(|&p| (p < kp) as usize)
+            .sum::<usize>();
+        while i < n && self.prefixes[i] == kp {
+            let o = self.cmp_sep(i, k);
+            let right = if le {
+                o != Ordering::Greater
             } else {
-                let o = self.cmp_sep(mid, k);
-                if le {
-                    o != Ordering::Greater
-                } else {
-                    o == Ordering::Less
-                }
+                o == Ordering::Less
             };
-            if go_right {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+            if !right {
+                break;
             }
+            i += 1;
         }
-        lo
+        i
     }
 
     fn sep(&self, i: usize) -> Sep {
