@@ -30,9 +30,9 @@ impl Distribution {
                 Ok(Distribution::Zipfian(skew))
             }
             "SELFSIMILAR" => {
-                if !(skew > 0.0 && skew < 0.5) {
+                if !(skew > 0.0 && skew < 1.0) {
                     return Err(BenchError::Options(format!(
-                        "selfsimilar skew must be in (0, 0.5), got {skew}"
+                        "selfsimilar skew must be in (0, 1), got {skew}"
                     )));
                 }
                 Ok(Distribution::SelfSimilar(skew))
@@ -455,7 +455,8 @@ mod tests {
             Distribution::parse("uniform", 0.2).unwrap(),
             Distribution::Uniform
         );
-        assert!(Distribution::parse("SELFSIMILAR", 0.7).is_err());
+        assert!(Distribution::parse("SELFSIMILAR", 1.5).is_err());
+        assert!(Distribution::parse("zipfian", 0.0).is_err());
         assert!(Distribution::parse("gauss", 0.2).is_err());
     }
 }
