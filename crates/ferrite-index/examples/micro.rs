@@ -21,19 +21,28 @@ fn key(id: u64) -> [u8; 8] {
     mix(id).to_be_bytes()
 }
 
-fn run<F: Fn(u64, u64) + Sync>(threads: u64, ops: u64, f: F) -> f64 {
+/// Runs `ops` calls of `f` over `threads` threads; Mops/s and the threads'
+/// summed persistence counters.
+fn run<F: Fn(u64, u64) + Sync>(threads: u64, ops: u64, f: F) -> (f64, persist::PersistStats) {
     let t0 = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let f = &f;
-            s.spawn(move || {
-                for i in 0..ops / threads {
-                    f(t, i * threads + t);
-                }
-            });
-        }
+    let stats = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let f = &f;
+                s.spawn(move || {
+                    let s0 = persist::thread_stats();
+                    for i in 0..ops / threads {
+                        f(t, i * threads + t);
+                    }
+                    persist::thread_stats().since(s0)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap())
+            .fold(persist::PersistStats::default(), |a, b| a + b)
     });
-    ops as f64 / t0.elapsed().as_secs_f64() / 1e6
+    (ops as f64 / t0.elapsed().as_secs_f64() / 1e6, stats)
 }
 
 struct Locked(RwLock<BTreeMap<[u8; 8], [u8; 8]>>);
@@ -51,28 +60,29 @@ fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) {
         st.fences as f64 / n as f64,
         st.flushed_lines as f64 / n as f64
     );
-    let lookup = run(threads, ops, |_, i| {
+    let (lookup, _) = run(threads, ops, |_, i| {
         let mut out = Vec::with_capacity(16);
         let id = mix(i ^ 0x55) % n;
         assert!(idx.get_into(&key(id), &mut out).unwrap());
     });
-    let s0 = persist::thread_stats();
-    let insert = run(threads, ops, |_, i| {
+    let (insert, st) = run(threads, ops, |_, i| {
         idx.insert(&key(n + i), &i.to_le_bytes()).unwrap();
     });
-    let st = persist::thread_stats().since(s0);
-    let update = run(threads, ops, |_, i| {
+    let (update, su) = run(threads, ops, |_, i| {
         let id = mix(i ^ 0x77) % n;
         idx.update(&key(id), &i.to_le_bytes()).unwrap();
     });
-    let scan = run(threads, ops / 10, |_, i| {
+    let (scan, _) = run(threads, ops / 10, |_, i| {
         let id = mix(i ^ 0x99) % n;
         let mut c = 0;
         idx.scan(&key(id), 100, &mut |_, _| c += 1).unwrap();
     });
     println!(
-        "{name} {threads}t: lookup {lookup:.2} insert {insert:.2} update {update:.2} scan100 {scan:.3} Mops/s; fences/insert(thread 0 of run) {:.2}",
-        st.fences as f64 * threads as f64 / ops as f64
+        "{name} {threads}t: lookup {lookup:.2} insert {insert:.2} update {update:.2} scan100 {scan:.3} Mops/s; \
+         insert: {:.3} fences/op {:.2} lines/op; update: {:.3} fences/op",
+        st.fences as f64 / ops as f64,
+        st.flushed_lines as f64 / ops as f64,
+        su.fences as f64 / ops as f64
     );
 }
 
