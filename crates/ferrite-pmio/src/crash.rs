@@ -249,6 +249,9 @@ pub enum PageOp {
         version: u64,
         mask: DirtyMask,
     },
+    Remove {
+        pid: u64,
+    },
 }
 
 const PAGE_NAME: &str = "crash-pages";
@@ -299,6 +302,13 @@ fn page_workload(
         if mask.count() == 0 {
             mask.set((bits >> 60) as usize % (PAGE_SIZE / 64));
         }
+        if rng.below(12) == 0 && pages.contains_key(&pid) {
+            j.begin(PageOp::Remove { pid });
+            st.remove(pid).map_err(s)?;
+            pages.remove(&pid);
+            j.ack();
+            continue;
+        }
         let method = [Method::Cow, Method::MicroLog, Method::Auto][rng.below(3) as usize];
         let page = pages.entry(pid).or_insert_with(|| vec![0; PAGE_SIZE]);
         let first = st.pvn(pid).is_none();
@@ -319,9 +329,15 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
     let created = !j.acked.is_empty();
     let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for op in &j.acked {
-        if let PageOp::Write { pid, version, mask } = op {
-            let p = model.entry(*pid).or_insert_with(|| vec![0; PAGE_SIZE]);
-            apply_write(p, *pid, *version, mask);
+        match op {
+            PageOp::Write { pid, version, mask } => {
+                let p = model.entry(*pid).or_insert_with(|| vec![0; PAGE_SIZE]);
+                apply_write(p, *pid, *version, mask);
+            }
+            PageOp::Remove { pid } => {
+                model.remove(pid);
+            }
+            PageOp::Create => {}
         }
     }
     let exists = pool
@@ -356,9 +372,10 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
                 _ => None,
             };
             let present = st.read(pid, &mut buf).map_err(s)?;
+            let removing = matches!(j.in_flight, Some(PageOp::Remove { pid: p }) if p == pid);
             let ok = match (present, acked) {
                 (false, None) => true,
-                (false, Some(_)) => false,
+                (false, Some(_)) => removing,
                 (true, a) => a == Some(&buf) || new.as_ref() == Some(&buf),
             };
             if !ok {

@@ -400,6 +400,36 @@ impl PageStore {
         Ok(m)
     }
 
+    /// Deletes page `pid` durably; false if it did not exist. Stale copies are
+    /// unnamed first (barrier), then the newest (barrier), so a crash never
+    /// brings an older version back.
+    pub fn remove(&mut self, pid: u64) -> Result<bool> {
+        let Some((live, _)) = self.map.get(&pid).copied() else {
+            return Ok(false);
+        };
+        let mut stale = false;
+        for slot in 0..self.slots {
+            let h = self.slot_hdr(slot);
+            // SAFETY: the header word of an in-bounds slot.
+            if slot != live && unsafe { rd(h) } == pid + 1 {
+                // SAFETY: as above.
+                unsafe { wr(h, 0) };
+                self.pool.flush(h, 8);
+                stale = true;
+            }
+        }
+        if stale {
+            self.pool.fence();
+        }
+        let h = self.slot_hdr(live);
+        // SAFETY: as above.
+        unsafe { wr(h, 0) };
+        self.pool.persist(h, 8);
+        self.map.remove(&pid);
+        self.free.push(live);
+        Ok(true)
+    }
+
     fn write_cow(&mut self, pid: u64, page: &[u8]) -> Result<()> {
         let old = self.map.get(&pid).copied();
         if old.is_none() && self.map.len() >= self.capacity() {
@@ -549,7 +579,7 @@ mod tests {
         /// Model test against a HashMap of pages over CoW / uLog / auto writes and
         /// reopens.
         #[test]
-        fn store_matches_a_map(ops in proptest::collection::vec((0u64..6, 0u8..4, any::<u64>()), 1..80)) {
+        fn store_matches_a_map(ops in proptest::collection::vec((0u64..6, 0u8..5, any::<u64>()), 1..80)) {
             let pool = pool();
             let cfg = PageStoreConfig { page_size: 1024, slots: 7 };
             let mut s = PageStore::open_or_create(&pool, "p", cfg).unwrap();
@@ -558,6 +588,10 @@ mod tests {
                 if m == 3 {
                     drop(s);
                     s = PageStore::open_or_create(&pool, "p", cfg).unwrap();
+                    continue;
+                }
+                if m == 4 {
+                    prop_assert_eq!(s.remove(pid).unwrap(), model.remove(&pid).is_some());
                     continue;
                 }
                 let mut page = model.get(&pid).cloned().unwrap_or(vec![0; 1024]);
