@@ -127,11 +127,26 @@ impl Schema {
         self.columns.iter().position(|c| c.name == name)
     }
 
-    /// Parses `name=V,name=LO..HI,...` (either bound of a range may be empty);
-    /// unnamed columns are unconstrained.
+    /// Parses `name=V,name=LO..HI,...` (either bound of a range may be empty,
+    /// `\,` is a comma inside a value); unnamed columns are unconstrained.
     pub fn parse_where(&self, w: &str) -> Result<Query> {
         let mut q = Query::all(self.columns.len());
-        for part in w.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // `\,` is a literal comma inside a value.
+        let mut parts = Vec::new();
+        let mut cur = String::new();
+        let mut chars = w.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&',') => {
+                    cur.push(',');
+                    chars.next();
+                }
+                ',' => parts.push(std::mem::take(&mut cur)),
+                c => cur.push(c),
+            }
+        }
+        parts.push(cur);
+        for part in parts.iter().map(|p| p.trim()).filter(|p| !p.is_empty()) {
             let (name, val) = part.split_once('=').ok_or_else(|| {
                 ElfError::InvalidQuery(format!("{part:?}: expected NAME=V or NAME=LO..HI"))
             })?;
