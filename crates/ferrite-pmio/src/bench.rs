@@ -271,6 +271,27 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
                 )?;
                 r.results.push(cell(bench, kind.name(), size, m));
             }
+            if padded {
+                // Group append: 8 entries of 64 bytes per call, the barriers of
+                // one append (the WAL's group commit).
+                let payload = vec![0x5au8; 64];
+                let group: Vec<&[u8]> = (0..8).map(|_| payload.as_slice()).collect();
+                let log = std::cell::RefCell::new(&mut log);
+                let (mops, f, l, nt) = median(
+                    o.reps,
+                    || log.borrow_mut().reset(),
+                    || {
+                        let mut lg = log.borrow_mut();
+                        measure(ops / 8, |_| lg.append_group(&group).map(|_| ()))
+                    },
+                )?;
+                r.results.push(cell(
+                    "group-of-8",
+                    kind.name(),
+                    64,
+                    (mops * 8.0, f / 8.0, l / 8.0, nt / 8.0),
+                ));
+            }
             drop(log);
             pool.delete_object(&name)?;
         }
@@ -304,7 +325,7 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
         "Log append throughput over entry size (thesis Fig. 8)",
         "entry payload bytes",
         "M appends/s",
-        &r.series_by_param(|_| true),
+        &r.series_by_param(|x| !x.bench.starts_with("group")),
         false,
     );
     Ok(BenchOutput {
