@@ -92,16 +92,19 @@ impl Sep {
 /// insert can overflow by one before the node splits).
 const KEYS: usize = FANOUT;
 
-/// One node, in one allocation (separators and children inline, so a visit
-/// touches few cache lines). Level 0 children are PM leaf offsets, higher
-/// levels' are node pointers.
+/// One node, in one allocation. Separator `i` and the child to its right sit
+/// side by side (`pairs[i]`), so the pass that counts separators below a key
+/// also brings the child pointer into the cache: one dependent miss per level.
+/// Level 0 children are PM leaf offsets, higher levels' are node pointers.
 #[derive(Clone)]
 #[repr(C)]
 pub struct Node {
     n: usize,
     level: u8,
-    prefixes: [u64; KEYS],
-    kids: [usize; KEYS + 1],
+    /// Leftmost child.
+    kid0: usize,
+    /// (separator prefix, child right of the separator).
+    pairs: [(u64, usize); KEYS],
     lens: [u32; KEYS],
     /// Empty while no separator of the node is longer than 8 bytes.
     fulls: Vec<Option<Arc<[u8]>>>,
@@ -110,11 +113,11 @@ pub struct Node {
 impl Node {
     fn empty(level: u8) -> Node {
         Node {
-            level,
             n: 0,
-            prefixes: [0; KEYS],
+            level,
+            kid0: 0,
+            pairs: [(0, 0); KEYS],
             lens: [0; KEYS],
-            kids: [0; KEYS + 1],
             fulls: Vec::new(),
         }
     }
@@ -131,15 +134,34 @@ impl Node {
         }
     }
 
+    /// Child `i` (0..=n).
+    #[inline]
+    fn child(&self, i: usize) -> usize {
+        if i == 0 {
+            self.kid0
+        } else {
+            self.pairs[i - 1].1
+        }
+    }
+
+    #[inline]
+    fn set_child(&mut self, i: usize, c: usize) {
+        if i == 0 {
+            self.kid0 = c;
+        } else {
+            self.pairs[i - 1].1 = c;
+        }
+    }
+
     #[inline]
     fn kid(&self, i: usize) -> *mut Node {
-        self.kids[i] as *mut Node
+        self.child(i) as *mut Node
     }
 
     /// Order of separator `i` relative to `k`.
     #[inline]
     fn cmp_sep(&self, i: usize, k: &SearchKey<'_>) -> Ordering {
-        let (p, l) = (self.prefixes[i], self.lens[i]);
+        let (p, l) = (self.pairs[i].0, self.lens[i]);
         if p != k.prefix {
             return p.cmp(&k.prefix);
         }
@@ -148,17 +170,17 @@ impl Node {
 
     /// Number of separators <= k (`le`) or < k (`!le`). Counts prefixes below
     /// the key's with a branch-free pass over the node (independent loads, so
-    /// the cache misses of a cold node overlap; the compiler vectorises it),
-    /// then resolves equal prefixes with full comparisons.
+    /// the cache misses of a cold node overlap), then resolves equal prefixes
+    /// with full comparisons.
     #[inline]
     fn bound(&self, k: &SearchKey<'_>, le: bool) -> usize {
         let n = self.n;
         let kp = k.prefix;
-        let mut i = self.prefixes[..n]
+        let mut i = self.pairs[..n]
             .iter()
-            .map(|&p| (p < kp) as usize)
+            .map(|&(p, _)| (p < kp) as usize)
             .sum::<usize>();
-        while i < n && self.prefixes[i] == kp {
+        while i < n && self.pairs[i].0 == kp {
             let o = self.cmp_sep(i, k);
             let right = if le {
                 o != Ordering::Greater
@@ -175,7 +197,7 @@ impl Node {
 
     fn sep(&self, i: usize) -> Sep {
         Sep {
-            prefix: self.prefixes[i],
+            prefix: self.pairs[i].0,
             len: self.lens[i],
             full: self.fulls.get(i).cloned().flatten(),
         }
@@ -189,12 +211,10 @@ impl Node {
             self.fulls = vec![None; self.n];
         }
         let n = self.n;
-        self.prefixes.copy_within(i..n, i + 1);
+        self.pairs.copy_within(i..n, i + 1);
         self.lens.copy_within(i..n, i + 1);
-        self.kids.copy_within(i + 1..n + 1, i + 2);
-        self.prefixes[i] = s.prefix;
+        self.pairs[i] = (s.prefix, kid);
         self.lens[i] = s.len;
-        self.kids[i + 1] = kid;
         if keep {
             self.fulls.insert(i, s.full);
         }
@@ -204,9 +224,8 @@ impl Node {
     /// Removes separator `i` and the child right of it.
     fn remove_at(&mut self, i: usize) {
         let n = self.n;
-        self.prefixes.copy_within(i + 1..n, i);
+        self.pairs.copy_within(i + 1..n, i);
         self.lens.copy_within(i + 1..n, i);
-        self.kids.copy_within(i + 2..n + 1, i + 1);
         if !self.fulls.is_empty() {
             self.fulls.remove(i);
         }
@@ -219,9 +238,9 @@ impl Node {
         let up = self.sep(mid);
         let mut right = Node::empty(self.level);
         let rn = self.n - mid - 1;
-        right.prefixes[..rn].copy_from_slice(&self.prefixes[mid + 1..self.n]);
+        right.kid0 = self.pairs[mid].1;
+        right.pairs[..rn].copy_from_slice(&self.pairs[mid + 1..self.n]);
         right.lens[..rn].copy_from_slice(&self.lens[mid + 1..self.n]);
-        right.kids[..rn + 1].copy_from_slice(&self.kids[mid + 1..self.n + 1]);
         right.n = rn;
         if !self.fulls.is_empty() {
             right.fulls = self.fulls.split_off(mid + 1);
@@ -239,8 +258,8 @@ impl Node {
         b as u64
     }
 
-    fn children(&self) -> &[usize] {
-        &self.kids[..self.n + 1]
+    fn children(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..=self.n).map(|i| self.child(i))
     }
 }
 
@@ -273,7 +292,7 @@ pub unsafe fn route<'t>(root: *const Node, k: &SearchKey<'_>, le: bool) -> Route
         }
         if n.level == 0 {
             return Route {
-                leaf: n.kids[i] as u64,
+                leaf: n.child(i) as u64,
                 low,
             };
         }
@@ -302,7 +321,7 @@ pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
                     level.push(c);
                 }
                 let mut n = Node::empty(0);
-                n.kids[0] = off as usize;
+                n.kid0 = off as usize;
                 cur = Some((if first { None } else { sep }, n));
             }
         }
@@ -330,7 +349,7 @@ pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
                         up.push(c);
                     }
                     let mut n = Node::empty(lvl);
-                    n.kids[0] = p;
+                    n.kid0 = p;
                     cur = Some((sep, n));
                 }
             }
@@ -365,7 +384,7 @@ pub unsafe fn insert(root: *mut Node, sep: Sep, leaf: u64) -> Update {
         Some((up, right)) => {
             let level = new.level + 1;
             let mut r = Node::empty(level);
-            r.kids[0] = Box::into_raw(new) as usize;
+            r.kid0 = Box::into_raw(new) as usize;
             r.insert_at(0, up, Box::into_raw(right) as usize);
             Box::into_raw(Box::new(r))
         }
@@ -403,7 +422,7 @@ unsafe fn insert_rec(
     } else {
         // SAFETY: children of a live node are live.
         let (child, split) = unsafe { insert_rec(n.kid(i), sep, leaf, retired) };
-        c.kids[i] = Box::into_raw(child) as usize;
+        c.set_child(i, Box::into_raw(child) as usize);
         if let Some((up, right)) = split {
             c.insert_at(i, up, Box::into_raw(right) as usize);
         }
@@ -431,7 +450,7 @@ pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
         let i = n.bound(&k, true);
         path.push((node, i));
         if n.level == 0 {
-            if i == 0 || n.kids[i] as u64 != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
+            if i == 0 || n.child(i) as u64 != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
                 return None;
             }
             break;
@@ -447,7 +466,7 @@ pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
         let mut c = Box::new(n.clone());
         match below {
             None => c.remove_at(i - 1),
-            Some(p) => c.kids[i] = p as usize,
+            Some(p) => c.set_child(i, p as usize),
         }
         below = Some(Box::into_raw(c));
     }
@@ -475,7 +494,7 @@ pub unsafe fn free_deep(root: *mut Node) {
     // SAFETY: forwarded contract.
     let n = unsafe { Box::from_raw(root) };
     if n.level > 0 {
-        for &k in n.children() {
+        for k in n.children() {
             // SAFETY: each child is owned by this tree only.
             unsafe { free_deep(k as *mut Node) };
         }
@@ -491,7 +510,7 @@ pub unsafe fn bytes(root: *const Node) -> u64 {
     let n = unsafe { &*root };
     let mut b = n.bytes();
     if n.level > 0 {
-        for &k in n.children() {
+        for k in n.children() {
             // SAFETY: children of a live node are live.
             b += unsafe { bytes(k as *const Node) };
         }
@@ -507,9 +526,9 @@ pub unsafe fn leaves(root: *const Node, out: &mut Vec<u64>) {
     // SAFETY: forwarded contract.
     let n = unsafe { &*root };
     if n.level == 0 {
-        out.extend(n.children().iter().map(|&k| k as u64));
+        out.extend(n.children().map(|k| k as u64));
     } else {
-        for &k in n.children() {
+        for k in n.children() {
             // SAFETY: children of a live node are live.
             unsafe { leaves(k as *const Node, out) };
         }

@@ -59,7 +59,8 @@ pub struct LeafLayout {
 
 const _: () = assert!(std::mem::size_of::<LeafLayout>() == LEAF_SIZE);
 const _: () = assert!(std::mem::align_of::<LeafLayout>() == 256);
-const _: () = assert!(LINES >= 4 && LEAF_SIZE & 255 == 0);
+const _: () = assert!(LINES >= 4 && LINES % 2 == 0 && LEAF_SIZE & 255 == 0);
+const _: () = assert!(SLOTS <= 32);
 
 /// Header word of slot `s` of a line: bit `s` valid, byte `1+s` length codes
 /// (key low nibble, value high nibble), byte `4+s` fingerprint.
@@ -114,6 +115,41 @@ pub fn match_fp(h: u64, fp: u8) -> u32 {
     let t = !(((x & 0x007f_7f7f) + 0x007f_7f7f) | x | 0x007f_7f7f) & 0x0080_8080;
     let bits = ((t >> 7) & 1) | ((t >> 14) & 2) | ((t >> 21) & 4);
     bits & hdr_valid(h)
+}
+
+/// Slots of the whole leaf (bit `line * 3 + s`) whose fingerprint equals `fp`
+/// and that are valid, given the line headers. SSE2 (part of the x86-64
+/// baseline, so no run-time detection): two headers per 16-byte vector, one
+/// `pcmpeqb` + `pmovmskb` per pair; elsewhere the SWAR [`match_fp`].
+#[inline]
+pub fn match_leaf(h: &[u64; LINES], fp: u8) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set1_epi8, _mm_set_epi64x};
+        let mut out = 0u32;
+        // SAFETY: SSE2 is part of the x86-64 baseline; these intrinsics only
+        // operate on registers.
+        unsafe {
+            let b = _mm_set1_epi8(fp as i8);
+            for p in 0..LINES / 2 {
+                let (lo, hi) = (h[2 * p], h[2 * p + 1]);
+                let v = _mm_set_epi64x(hi as i64, lo as i64);
+                let m = _mm_movemask_epi8(_mm_cmpeq_epi8(v, b)) as u32;
+                let ml = ((m >> 4) & 7) & hdr_valid(lo);
+                let mh = ((m >> 12) & 7) & hdr_valid(hi);
+                out |= (ml | mh << 3) << (6 * p);
+            }
+        }
+        out
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut out = 0u32;
+        for (l, &x) in h.iter().enumerate() {
+            out |= match_fp(x, fp) << (PER_LINE * l);
+        }
+        out
+    }
 }
 
 /// 1-byte fingerprint of a key (part of the persistent format: stable).
@@ -219,6 +255,29 @@ impl Leaf {
         unsafe { self.base.add(self.off as usize + 64 * l) }
     }
 
+    /// Asks the CPU to start loading every line of the leaf (scans call it for
+    /// the next leaf while they sort the current one).
+    #[inline]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        for l in 0..LINES {
+            // SAFETY: a prefetch is a hint with no memory effects; the address is
+            // inside the leaf (see `w`).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch(
+                    self.line_ptr(l) as *const i8,
+                    std::arch::x86_64::_MM_HINT_T0,
+                )
+            };
+        }
+    }
+
+    /// All line headers (independent loads, so their misses overlap).
+    #[inline]
+    pub fn hdrs(&self) -> [u64; LINES] {
+        std::array::from_fn(|l| self.hdr(l))
+    }
+
     /// Valid slots as a bitmask over all lines.
     pub fn valid_mask(&self) -> u64 {
         let mut m = 0u64;
@@ -251,6 +310,11 @@ mod tests {
         // Zero fingerprints on valid slots still match.
         let h = hdr_set(0, 2, 0, 0);
         assert_eq!(match_fp(h, 0), 0b100);
+        let mut hs = [0u64; LINES];
+        hs[1] = hdr_set(hdr_set(0, 0, 1, 7), 2, 1, 7);
+        hs[LINES - 1] = hdr_set(hdr_clear(hdr_set(0, 1, 1, 7), 1), 2, 1, 7);
+        assert_eq!(match_leaf(&hs, 7), 0b101 << 3 | 0b100 << (3 * (LINES - 1)));
+        assert_eq!(match_leaf(&hs, 8), 0);
         for fp in 0..=255u8 {
             let h = hdr_set(hdr_set(hdr_set(0, 0, 1, fp), 1, 2, fp ^ 1), 2, 3, fp ^ 0x80);
             assert_eq!(match_fp(h, fp), 1);

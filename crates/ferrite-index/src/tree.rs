@@ -500,16 +500,14 @@ impl FerriteIndex {
 
     /// Slot of `sk` in a leaf the caller has locked.
     fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<usize> {
-        for l in 0..LINES {
-            let h = lf.hdr(l);
-            let mut m = match_fp(h, fp);
-            while m != 0 {
-                let s = m.trailing_zeros() as usize;
-                m &= m - 1;
-                let slot = l * PER_LINE + s;
-                if self.key_eq(lf, slot, hdr_desc(h, s), sk) {
-                    return Some(slot);
-                }
+        let h = lf.hdrs();
+        let mut m = match_leaf(&h, fp);
+        while m != 0 {
+            let slot = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+            if self.key_eq(lf, slot, hdr_desc(h[l], s), sk) {
+                return Some(slot);
             }
         }
         None
@@ -578,31 +576,28 @@ impl FerriteIndex {
             let Some(v) = self.read_begin(lf) else {
                 continue;
             };
+            let h = lf.hdrs();
+            let mut m = match_leaf(&h, fp);
             let mut hit = None;
-            'lines: for l in 0..LINES {
-                let h = lf.hdr(l);
-                let mut m = match_fp(h, fp);
-                while m != 0 {
-                    let s = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    let slot = l * PER_LINE + s;
-                    let d = hdr_desc(h, s);
-                    let kc = kcode(d);
-                    let eq = if kc as usize <= INLINE_MAX {
-                        kc as u32 == sk.len && lf.key_word(slot) == sk.prefix
-                    } else {
-                        let kw = lf.key_word(slot);
-                        // Dereference only words of a consistent version: the
-                        // block is then live until our epoch ends.
-                        if !self.validate(lf, v) {
-                            continue 'retry;
-                        }
-                        self.ool(kw).is_some_and(|b| b == key)
-                    };
-                    if eq {
-                        hit = Some((slot, d));
-                        break 'lines;
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let d = hdr_desc(h[slot / PER_LINE], slot % PER_LINE);
+                let kc = kcode(d);
+                let eq = if kc as usize <= INLINE_MAX {
+                    kc as u32 == sk.len && lf.key_word(slot) == sk.prefix
+                } else {
+                    let kw = lf.key_word(slot);
+                    // Dereference only words of a consistent version: the
+                    // block is then live until our epoch ends.
+                    if !self.validate(lf, v) {
+                        continue 'retry;
                     }
+                    self.ool(kw).is_some_and(|b| b == key)
+                };
+                if eq {
+                    hit = Some((slot, d));
+                    break;
                 }
             }
             let Some((slot, d)) = hit else {
@@ -736,6 +731,9 @@ impl FerriteIndex {
                 let Some(next) = self.snapshot(lf, &mut raws) else {
                     continue 'outer;
                 };
+                if next != 0 && self.pool.contains(next, LEAF_SIZE) {
+                    self.leaf(next).prefetch();
+                }
                 if self.sort_raw(&raws, &mut order).is_none() {
                     continue 'outer;
                 }
