@@ -59,7 +59,7 @@ pub struct LeafLayout {
 
 const _: () = assert!(std::mem::size_of::<LeafLayout>() == LEAF_SIZE);
 const _: () = assert!(std::mem::align_of::<LeafLayout>() == 256);
-const _: () = assert!(LINES >= 4 && LINES % 2 == 0 && LEAF_SIZE & 255 == 0);
+const _: () = assert!(LINES >= 4 && LINES & 1 == 0 && LEAF_SIZE & 255 == 0);
 const _: () = assert!(SLOTS <= 32);
 
 /// Header word of slot `s` of a line: bit `s` valid, byte `1+s` length codes
