@@ -23,6 +23,8 @@ pub struct LoadStats {
     pub threads: usize,
     /// Persist barriers and lines of the loading threads, summed.
     pub persist: PersistStats,
+    /// On-CPU seconds of the loading threads, summed.
+    pub cpu_secs: f64,
 }
 
 /// One measured run.
@@ -98,9 +100,23 @@ pub struct RunStats {
     pub persist: PersistStats,
     /// True when `max_seconds` cut the run short.
     pub stopped_early: bool,
+    /// On-CPU seconds of the workers, summed (excludes time other processes
+    /// had the CPU: the machine this runs on is shared).
+    pub cpu_secs: f64,
 }
 
 impl RunStats {
+    /// Throughput as if every worker had had a core to itself: operations per
+    /// average on-CPU second of a worker. Robust to other load on the machine
+    /// (not to its cache and memory-bandwidth interference).
+    pub fn mops_cpu(&self, threads: usize) -> f64 {
+        if self.cpu_secs > 0.0 {
+            self.ops as f64 / (self.cpu_secs / threads.max(1) as f64) / 1e6
+        } else {
+            0.0
+        }
+    }
+
     pub fn mops(&self) -> f64 {
         if self.secs > 0.0 {
             self.ops as f64 / self.secs / 1e6
@@ -138,13 +154,15 @@ pub fn load(
     let first_err: Mutex<Option<BenchError>> = Mutex::new(None);
     let failed = AtomicBool::new(false);
     let total = Mutex::new(PersistStats::default());
+    let cpu = Mutex::new(0.0f64);
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (done, inserted, first_err, failed, total) =
-                (&done, &inserted, &first_err, &failed, &total);
+            let (done, inserted, first_err, failed, total, cpu) =
+                (&done, &inserted, &first_err, &failed, &total, &cpu);
             s.spawn(move || {
                 let before = persist::thread_stats();
+                let cpu0 = thread_cpu_secs();
                 let mut k = Vec::new();
                 let mut v = Vec::new();
                 let mut wb = WriteBatch::new();
@@ -184,6 +202,7 @@ pub fn load(
                 })();
                 done.fetch_add(local % 4096, Ordering::Relaxed);
                 let c = persist::thread_stats().since(before);
+                *cpu.lock().unwrap_or_else(|e| e.into_inner()) += thread_cpu_secs() - cpu0;
                 let mut tot = total.lock().unwrap_or_else(|e| e.into_inner());
                 *tot = *tot + c;
                 if let Err(e) = r {
@@ -207,6 +226,7 @@ pub fn load(
         inserted: inserted.into_inner(),
         threads,
         persist: total.into_inner().unwrap_or_else(|e| e.into_inner()),
+        cpu_secs: cpu.into_inner().unwrap_or_else(|e| e.into_inner()),
     })
 }
 
@@ -225,6 +245,21 @@ struct WorkerOut {
     done: u64,
     end: Option<Instant>,
     stopped: bool,
+    cpu: f64,
+}
+
+/// This thread's CPU time in seconds.
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// Runs `spec` against a store holding ids `0..key_space`. Inserts take fresh ids
@@ -281,6 +316,7 @@ pub fn run(
                 let start = Instant::now();
                 let deadline = spec.max_seconds.map(|s| start + Duration::from_secs_f64(s));
                 let before = persist::thread_stats();
+                let cpu0 = thread_cpu_secs();
                 let r: Result<()> = (|| {
                     for i in 0..quota {
                         if i % 256 == 255 {
@@ -348,6 +384,7 @@ pub fn run(
                     Ok(())
                 })();
                 o.end = Some(Instant::now());
+                o.cpu = thread_cpu_secs() - cpu0;
                 o.persist = persist::thread_stats().since(before);
                 counters[t].0.store(o.done, Ordering::Relaxed);
                 if let Err(e) = r {
@@ -402,6 +439,7 @@ pub fn run(
         st.wrong_values += o.wrong;
         st.persist = st.persist + o.persist;
         st.stopped_early |= o.stopped;
+        st.cpu_secs += o.cpu;
         lat.extend(o.lat);
     }
     st.latency = Percentiles::of(&mut lat);
@@ -470,6 +508,7 @@ mod tests {
         assert_eq!(st.issued[0], 20_000);
         assert_eq!(st.succeeded[0], 20_000);
         assert_eq!(st.wrong_values, 0);
+        assert!(st.cpu_secs > 0.0 && st.mops_cpu(2) > 0.0);
         let l = st.latency.unwrap();
         assert!(l.samples > 5_000 && l.p50 <= l.p99 && l.p99 <= l.max);
     }

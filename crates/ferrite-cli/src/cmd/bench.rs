@@ -329,8 +329,8 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
             r.notes.push(format!("{v}: {}", inst.durability));
             r.notes.extend(inst.notes.iter().cloned());
             let kv = inst.kv.as_ref();
-            let (load_s, load_mops, load_f, load_l) = if a.skip_load {
-                (0.0, 0.0, 0.0, 0.0)
+            let (load_s, load_mops, load_f, load_l, load_cpu) = if a.skip_load {
+                (0.0, 0.0, 0.0, 0.0, 0.0)
             } else {
                 let pb = if !show_progress {
                     ProgressBar::hidden()
@@ -362,6 +362,7 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
                     a.records as f64 / ls.secs.max(1e-9) / 1e6,
                     ls.persist.fences as f64 / n,
                     ls.persist.flushed_lines as f64 / n,
+                    ls.cpu_secs,
                 )
             };
             let key_space = if a.skip_load {
@@ -395,10 +396,13 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
                     let mut b = BenchResult::new(&j.name, v, param.clone(), t as u32, st.mops())
                         .with("ops", st.ops)
                         .with("run_s", st.secs)
+                        .with("cpu_s", st.cpu_secs)
+                        .with("mops_cpu", st.mops_cpu(t))
                         .with("fences_per_op", st.persist.fences as f64 / ops)
                         .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
                         .with("load_s", load_s)
                         .with("load_threads", lt)
+                        .with("load_cpu_s", load_cpu)
                         .with("load_mops", load_mops)
                         .with("load_fences_per_insert", load_f)
                         .with("load_lines_per_insert", load_l)
@@ -457,6 +461,9 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
     }
     r.environment
         .insert("loadavg_after".into(), json!(loadavg()));
+    r.notes.push(
+        "mops_cpu = operations per on-CPU second of a worker (as if each had a core to itself): compare it with Mops/s when the load average is above the core count".into(),
+    );
     if a.latency_sampling > 0.0 {
         r.notes.push(format!(
             "latency: {:.0}% of operations timed (nearest-rank percentiles)",
@@ -467,6 +474,7 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
         "each index is loaded once (with the first -t); runs then follow each other in the order shown, every thread count in turn (inserts add fresh keys, removes delete loaded ones); dram/pm bytes are measured after the load".into(),
     );
     let cols = [
+        "mops_cpu",
         "p90_ns",
         "p999_ns",
         "p99999_ns",
