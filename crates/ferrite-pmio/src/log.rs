@@ -19,7 +19,7 @@
 //! logs by a sequence number carried in the payload; this keeps appends free of
 //! shared cache lines, which PM punishes harder than DRAM.
 
-use ferrite_pm::{Heap, ObjectId, Pool};
+use ferrite_pm::{Heap, ObjectId, PmError, Pool};
 
 use crate::error::{corrupt, PmioError, Result};
 use crate::region::{open_object, rd, round_up, wr, zero_dirty_lines};
@@ -315,7 +315,9 @@ impl PmLog {
         let (id, heap) = open_object(pool, name, LOG_TYPE, None)?;
         let mut region = pool.root(id, 0);
         if region == 0 {
-            let cfg = cfg.ok_or_else(|| corrupt(name, "log object has no region"))?;
+            // A creation that crashed before publishing its region left an
+            // empty object: for `open` that is no log at all.
+            let cfg = cfg.ok_or_else(|| PmError::NoSuchObject(name.into()))?;
             region = Self::create_region(pool, id, &heap, cfg)?;
         }
         let size = heap.block_size(region).unwrap_or(0);

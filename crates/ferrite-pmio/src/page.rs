@@ -191,7 +191,11 @@ impl PageStore {
         let mut region = pool.root(id, 0);
         if region == 0 {
             let lines = cfg.page_size / 64;
-            let total = 64 + ulog_bytes(lines) + cfg.slots * (64 + cfg.page_size);
+            let total = cfg
+                .slots
+                .checked_mul(64 + cfg.page_size)
+                .and_then(|t| t.checked_add(64 + ulog_bytes(lines)))
+                .ok_or_else(|| PmioError::Invalid(format!("{} slots overflow", cfg.slots)))?;
             let off = heap.alloc_zeroed(total)?;
             let h = StoreHeader {
                 magic: PAGE_MAGIC,
