@@ -392,6 +392,10 @@ impl PageStore {
         }
         let lines = self.page_size / 64;
         let n = (0..lines).filter(|&l| dirty.get(l)).count();
+        if n == 0 && self.map.contains_key(&pid) {
+            // Nothing changed since the last propagation.
+            return Ok(m);
+        }
         let m = match m {
             _ if !self.map.contains_key(&pid) => Method::Cow,
             Method::Auto => self.model.choose(n),
