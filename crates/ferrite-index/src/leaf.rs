@@ -45,8 +45,18 @@ pub const W_MAGIC: usize = (LINES - 1) * LINE_WORDS + 7;
 
 /// Length code of an inline key/value (0..=8 is the length).
 pub const INLINE_MAX: usize = 8;
-/// Length code of an out-of-line key/value: the word is a block offset.
+/// Value length code of an out-of-line value: the word is a block offset.
 pub const CODE_OOL: u8 = 15;
+/// Key code of a *wide* entry (key longer than 8 bytes), which occupies two
+/// adjacent slots of one line: the first holds the key's bytes 0..8 (key word)
+/// and bytes 8..16 (value word; or, for keys longer than 16 bytes, the offset of
+/// an out-of-line copy of the whole key), the second ("continuation") holds the
+/// key length (key word) and the value word.
+pub const KCODE_WIDE: u8 = 9;
+/// Descriptor of a continuation slot.
+pub const DESC_CONT: u8 = 10;
+/// Keys up to this length are stored entirely inline.
+pub const WIDE_INLINE_MAX: usize = 16;
 
 /// Pending-move word: bit 63 set, old slot in bits 0..8, new slot in bits 8..16.
 pub const PENDING_MARK: u64 = 1 << 63;
@@ -171,6 +181,47 @@ pub fn fingerprint(key: &[u8]) -> u8 {
         h ^= h >> 29;
     }
     (h.wrapping_mul(M) >> 56) as u8
+}
+
+/// Bytes 8..16 of a key as a big-endian integer, zero-padded (the second
+/// comparison word of a wide key).
+#[inline]
+pub fn suffix_of(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    if key.len() > 8 {
+        let n = (key.len() - 8).min(8);
+        b[..n].copy_from_slice(&key[8..8 + n]);
+    }
+    u64::from_be_bytes(b)
+}
+
+/// A free place for an entry in headers `h`: any free slot for a narrow entry,
+/// two adjacent free slots of one line for a wide one.
+#[inline]
+pub fn find_space(h: &[u64; LINES], wide: bool) -> Option<usize> {
+    for (l, &x) in h.iter().enumerate() {
+        let free = !hdr_valid(x) & 7;
+        if wide {
+            for s in 0..PER_LINE - 1 {
+                if free & (3 << s) == 3 << s {
+                    return Some(l * PER_LINE + s);
+                }
+            }
+        } else if free != 0 {
+            return Some(l * PER_LINE + free.trailing_zeros() as usize);
+        }
+    }
+    None
+}
+
+/// Headers `h` with the entry at `slot` (two slots when `wide`) invalid.
+#[inline]
+pub fn clear_entry(h: &mut [u64; LINES], slot: usize, wide: bool) {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    h[l] = hdr_clear(h[l], s);
+    if wide {
+        h[l] = hdr_clear(h[l], s + 1);
+    }
 }
 
 /// Packs an inline value (<= 8 bytes).

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crossbeam_epoch::{self as epoch, Guard};
 use ferrite_pm::{Heap, Marker, ObjectId, PmError, Pool, PoolOptions};
 
-use crate::inner::{self, cmp_parts, prefix_of, Node, SearchKey, Sep};
+use crate::inner::{self, prefix_of, Node, SearchKey, Sep};
 use crate::kv::{
     check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
 };
@@ -143,8 +143,7 @@ enum PutMode {
     Upsert,
 }
 
-/// An encoded key or value: the slot word, its length code, and whether it is
-/// an unpublished out-of-line block.
+/// An encoded value: the slot word and its length code.
 #[derive(Clone, Copy)]
 struct Enc {
     word: u64,
@@ -157,14 +156,138 @@ impl Enc {
     }
 }
 
-/// A valid entry read from a leaf.
+/// An entry as stored: narrow (key of at most 8 bytes, one slot) or wide (two
+/// adjacent slots of one line, see [`KCODE_WIDE`]).
 #[derive(Clone, Copy)]
 struct Raw {
+    /// First slot.
     slot: usize,
-    kw: u64,
-    vw: u64,
+    /// Descriptor of the first slot (key code, value code).
     d: u8,
     fp: u8,
+    /// Key bytes 0..8, big-endian, zero-padded.
+    kw: u64,
+    /// Wide keys: bytes 8..16, or the offset of the whole key when it is longer
+    /// than 16 bytes.
+    k2: u64,
+    klen: u32,
+    vw: u64,
+}
+
+impl Raw {
+    #[inline]
+    fn wide(&self) -> bool {
+        kcode(self.d) == KCODE_WIDE
+    }
+    #[inline]
+    fn key_ool(&self) -> bool {
+        self.klen as usize > WIDE_INLINE_MAX
+    }
+    #[inline]
+    fn val_ool(&self) -> bool {
+        vcode(self.d) == CODE_OOL
+    }
+    /// Slot holding the value word.
+    #[inline]
+    fn vslot(&self) -> usize {
+        if self.wide() {
+            self.slot + 1
+        } else {
+            self.slot
+        }
+    }
+    /// Comparison words: (bytes 0..8, bytes 8..16, length); equal words and both
+    /// lengths above 16 need the full keys.
+    #[inline]
+    fn sort_words(&self, second: u64) -> (u64, u64, u32) {
+        (self.kw, second, self.klen)
+    }
+}
+
+/// The entry whose first slot is `slot` under headers `h`; None for a
+/// continuation slot, a torn optimistic read or corruption.
+#[inline]
+fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    let d = hdr_desc(h[l], s);
+    let (kc, vc) = (kcode(d), vcode(d));
+    if vc as usize > INLINE_MAX && vc != CODE_OOL {
+        return None;
+    }
+    let fp = hdr_fp(h[l], s);
+    if kc as usize <= INLINE_MAX {
+        return Some(Raw {
+            slot,
+            d,
+            fp,
+            kw: lf.key_word(slot),
+            k2: 0,
+            klen: kc as u32,
+            vw: lf.val_word(slot),
+        });
+    }
+    if kc != KCODE_WIDE
+        || s + 1 >= PER_LINE
+        || hdr_valid(h[l]) & (2 << s) == 0
+        || hdr_desc(h[l], s + 1) != DESC_CONT
+    {
+        return None;
+    }
+    let klen = lf.key_word(slot + 1);
+    if klen <= INLINE_MAX as u64 || klen > MAX_KEY as u64 {
+        return None;
+    }
+    Some(Raw {
+        slot,
+        d,
+        fp,
+        kw: lf.key_word(slot),
+        k2: lf.val_word(slot),
+        klen: klen as u32,
+        vw: lf.val_word(slot + 1),
+    })
+}
+
+/// Writes entry `r` at `slot` (its words, then its header bits into `h`; the
+/// caller stores the header afterwards, so the line never shows the bits
+/// without the words).
+fn write_entry(lf: Leaf, h: &mut [u64; LINES], slot: usize, r: &Raw) {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    lf.set_key_word(slot, r.kw);
+    if r.wide() {
+        lf.set_val_word(slot, r.k2);
+        lf.set_key_word(slot + 1, r.klen as u64);
+        lf.set_val_word(slot + 1, r.vw);
+        h[l] = hdr_set(hdr_set(h[l], s, r.d, r.fp), s + 1, DESC_CONT, r.fp);
+    } else {
+        lf.set_val_word(slot, r.vw);
+        h[l] = hdr_set(h[l], s, r.d, r.fp);
+    }
+}
+
+/// True when valid slot `slot` starts an entry (is not a continuation).
+#[inline]
+fn is_primary(h: &[u64; LINES], slot: usize) -> bool {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    hdr_valid(h[l]) & (1 << s) != 0 && hdr_desc(h[l], s) != DESC_CONT
+}
+
+/// Byte order of two keys given by their comparison words; `fa`, `fb` are the
+/// full keys, read only when both are longer than 16 bytes.
+#[inline]
+fn cmp_words(a: (u64, u64, u32), b: (u64, u64, u32), fa: &[u8], fb: &[u8]) -> std::cmp::Ordering {
+    (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| {
+        if a.2 as usize > WIDE_INLINE_MAX && b.2 as usize > WIDE_INLINE_MAX {
+            fa.get(16..).unwrap_or(&[]).cmp(fb.get(16..).unwrap_or(&[]))
+        } else {
+            a.2.cmp(&b.2)
+        }
+    })
+}
+
+#[inline]
+fn key_words(k: &[u8]) -> (u64, u64, u32) {
+    (prefix_of(k), suffix_of(k), k.len() as u32)
 }
 
 enum UpdateOutcome {
@@ -485,29 +608,33 @@ impl FerriteIndex {
         }
     }
 
-    /// Whether slot `slot` (descriptor `d`) holds `sk`; the caller holds the
-    /// leaf lock or has validated the slot's words.
+    /// Whether entry `r` holds `sk`; the caller holds the leaf lock (or has
+    /// validated the entry's words: an out-of-line key is dereferenced).
     #[inline]
-    fn key_eq(&self, lf: Leaf, slot: usize, d: u8, sk: &SearchKey<'_>) -> bool {
-        let kc = kcode(d);
-        let kw = lf.key_word(slot);
-        if kc as usize <= INLINE_MAX {
-            kc as u32 == sk.len && kw == sk.prefix
+    fn raw_eq(&self, r: &Raw, sk: &SearchKey<'_>) -> bool {
+        if r.klen != sk.len || r.kw != sk.prefix {
+            return false;
+        }
+        if !r.wide() {
+            true
+        } else if !r.key_ool() {
+            r.k2 == suffix_of(sk.bytes)
         } else {
-            kc == CODE_OOL && self.ool(kw).is_some_and(|b| b == sk.bytes)
+            self.ool(r.k2).is_some_and(|b| b == sk.bytes)
         }
     }
 
-    /// Slot of `sk` in a leaf the caller has locked.
-    fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<usize> {
+    /// The entry of `sk` in a leaf the caller has locked.
+    fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<Raw> {
         let h = lf.hdrs();
         let mut m = match_leaf(&h, fp);
         while m != 0 {
             let slot = m.trailing_zeros() as usize;
             m &= m - 1;
-            let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-            if self.key_eq(lf, slot, hdr_desc(h[l], s), sk) {
-                return Some(slot);
+            if let Some(r) = read_raw(lf, &h, slot) {
+                if self.raw_eq(&r, sk) {
+                    return Some(r);
+                }
             }
         }
         None
@@ -526,20 +653,6 @@ impl FerriteIndex {
         Ok(off)
     }
 
-    fn encode_key(&self, key: &[u8]) -> KvResult<Enc> {
-        if key.len() <= INLINE_MAX {
-            Ok(Enc {
-                word: prefix_of(key),
-                code: key.len() as u8,
-            })
-        } else {
-            Ok(Enc {
-                word: self.write_block(key)?,
-                code: CODE_OOL,
-            })
-        }
-    }
-
     fn encode_value(&self, v: &[u8]) -> KvResult<Enc> {
         if v.len() <= INLINE_MAX {
             Ok(Enc {
@@ -554,10 +667,50 @@ impl FerriteIndex {
         }
     }
 
+    /// A new entry for `key` and `value` (blocks written and flushed, not fenced).
+    fn encode_entry(&self, key: &[u8], value: &[u8], fp: u8) -> KvResult<Raw> {
+        let (kw, klen) = (prefix_of(key), key.len() as u32);
+        let (kcode_, k2) = if key.len() <= INLINE_MAX {
+            (key.len() as u8, 0)
+        } else if key.len() <= WIDE_INLINE_MAX {
+            (KCODE_WIDE, suffix_of(key))
+        } else {
+            (KCODE_WIDE, self.write_block(key)?)
+        };
+        let ve = match self.encode_value(value) {
+            Ok(v) => v,
+            Err(e) => {
+                if key.len() > WIDE_INLINE_MAX {
+                    self.discard(&[k2]);
+                }
+                return Err(e);
+            }
+        };
+        Ok(Raw {
+            slot: usize::MAX,
+            d: desc(kcode_, ve.code),
+            fp,
+            kw,
+            k2,
+            klen,
+            vw: ve.word,
+        })
+    }
+
+    /// Frees blocks of an entry that was never published.
+    fn discard_entry(&self, r: &Raw) {
+        if r.key_ool() {
+            self.discard(&[r.k2]);
+        }
+        if r.val_ool() {
+            self.discard(&[r.vw]);
+        }
+    }
+
     /// Frees blocks that were never published.
-    fn discard(&self, e: &[Enc]) {
-        for x in e.iter().filter(|x| x.ool()) {
-            let _ = self.heap.free(x.word);
+    fn discard(&self, offs: &[u64]) {
+        for &o in offs {
+            let _ = self.heap.free(o);
         }
     }
 
@@ -582,40 +735,46 @@ impl FerriteIndex {
             while m != 0 {
                 let slot = m.trailing_zeros() as usize;
                 m &= m - 1;
-                let d = hdr_desc(h[slot / PER_LINE], slot % PER_LINE);
-                let kc = kcode(d);
-                let eq = if kc as usize <= INLINE_MAX {
-                    kc as u32 == sk.len && lf.key_word(slot) == sk.prefix
+                // A continuation slot or a torn read: skip (validated below).
+                let Some(r) = read_raw(lf, &h, slot) else {
+                    continue;
+                };
+                // The inline prefix is checked before any dereference.
+                if r.klen != sk.len || r.kw != sk.prefix {
+                    continue;
+                }
+                let eq = if !r.wide() {
+                    true
+                } else if !r.key_ool() {
+                    r.k2 == suffix_of(key)
                 } else {
-                    let kw = lf.key_word(slot);
-                    // Dereference only words of a consistent version: the
-                    // block is then live until our epoch ends.
+                    // Dereference only words of a consistent version: the block
+                    // is then live until our epoch ends.
                     if !self.validate(lf, v) {
                         continue 'retry;
                     }
-                    self.ool(kw).is_some_and(|b| b == key)
+                    self.ool(r.k2).is_some_and(|b| b == key)
                 };
                 if eq {
-                    hit = Some((slot, d));
+                    hit = Some(r);
                     break;
                 }
             }
-            let Some((slot, d)) = hit else {
+            let Some(r) = hit else {
                 if self.validate(lf, v) && self.root.load(Ordering::Acquire) == tree {
                     return Ok(false);
                 }
                 continue;
             };
-            let vw = lf.val_word(slot);
             if !self.validate(lf, v) || self.root.load(Ordering::Acquire) != tree {
                 continue;
             }
             out.clear();
-            let vc = vcode(d) as usize;
+            let vc = vcode(r.d) as usize;
             if vc <= INLINE_MAX {
-                out.extend_from_slice(&vw.to_le_bytes()[..vc]);
+                out.extend_from_slice(&r.vw.to_le_bytes()[..vc]);
             } else {
-                match self.ool(vw) {
+                match self.ool(r.vw) {
                     Some(b) => out.extend_from_slice(b),
                     None => continue,
                 }
@@ -628,37 +787,28 @@ impl FerriteIndex {
     fn snapshot(&self, lf: Leaf, out: &mut Vec<Raw>) -> Option<u64> {
         let v = self.read_begin(lf)?;
         out.clear();
-        for l in 0..LINES {
-            let h = lf.hdr(l);
-            let mut m = hdr_valid(h);
-            while m != 0 {
-                let s = m.trailing_zeros() as usize;
-                m &= m - 1;
-                let slot = l * PER_LINE + s;
-                out.push(Raw {
-                    slot,
-                    kw: lf.key_word(slot),
-                    vw: lf.val_word(slot),
-                    d: hdr_desc(h, s),
-                    fp: hdr_fp(h, s),
-                });
+        let h = lf.hdrs();
+        for slot in 0..SLOTS {
+            if is_primary(&h, slot) {
+                if let Some(r) = read_raw(lf, &h, slot) {
+                    out.push(r);
+                }
             }
         }
         let next = lf.next();
         self.validate(lf, v).then_some(next)
     }
 
-    /// Key of an entry as (prefix, len, bytes); `buf` holds inline bytes.
+    /// Key bytes of a validated entry; `buf` holds inline bytes.
     #[inline]
-    fn raw_key<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 8]) -> Option<(u64, u32, &'a [u8])> {
-        let kc = kcode(r.d) as usize;
-        if kc <= INLINE_MAX {
-            *buf = r.kw.to_be_bytes();
-            Some((r.kw, kc as u32, &buf[..kc]))
-        } else {
-            let b = self.ool(r.kw)?;
-            Some((prefix_of(b), b.len() as u32, b))
+    fn raw_key<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 16]) -> Option<&'a [u8]> {
+        if r.key_ool() {
+            let b = self.ool(r.k2)?;
+            return (b.len() == r.klen as usize).then_some(b);
         }
+        buf[..8].copy_from_slice(&r.kw.to_be_bytes());
+        buf[8..].copy_from_slice(&r.k2.to_be_bytes());
+        Some(&buf[..r.klen as usize])
     }
 
     fn raw_value<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 8]) -> Option<&'a [u8]> {
@@ -671,33 +821,49 @@ impl FerriteIndex {
         }
     }
 
-    /// Sorts validated raw entries by key into `order` as (prefix, len, index).
-    fn sort_raw(&self, raws: &[Raw], order: &mut Vec<(u64, u32, usize)>) -> Option<()> {
+    /// Comparison words of a validated entry.
+    #[inline]
+    fn raw_words(&self, r: &Raw) -> Option<(u64, u64, u32)> {
+        let second = if !r.wide() {
+            0
+        } else if !r.key_ool() {
+            r.k2
+        } else {
+            suffix_of(self.ool(r.k2)?)
+        };
+        Some(r.sort_words(second))
+    }
+
+    /// Full key of an entry longer than 16 bytes (for ties of comparison words).
+    #[inline]
+    fn long_key(&self, r: &Raw) -> &[u8] {
+        if r.key_ool() {
+            self.ool(r.k2).unwrap_or(&[])
+        } else {
+            &[]
+        }
+    }
+
+    /// Sorts validated raw entries by key into `order` as (words, index).
+    fn sort_raw(&self, raws: &[Raw], order: &mut Vec<((u64, u64, u32), usize)>) -> Option<()> {
         order.clear();
         let mut any_long = false;
         for (i, r) in raws.iter().enumerate() {
-            let kc = kcode(r.d) as usize;
-            if kc <= INLINE_MAX {
-                order.push((r.kw, kc as u32, i));
-            } else {
-                let b = self.ool(r.kw)?;
-                any_long |= b.len() > INLINE_MAX;
-                order.push((prefix_of(b), b.len() as u32, i));
-            }
+            any_long |= r.key_ool();
+            order.push((self.raw_words(r)?, i));
         }
         if !any_long {
-            // (prefix, length) is the byte order of keys of at most 8 bytes.
-            order.sort_unstable_by_key(|o| (o.0, o.1));
+            order.sort_unstable_by_key(|o| o.0);
             return Some(());
         }
-        let full = |i: usize| -> &[u8] {
-            if kcode(raws[i].d) == CODE_OOL {
-                self.ool(raws[i].kw).unwrap_or(&[])
-            } else {
-                &[]
-            }
-        };
-        order.sort_unstable_by(|a, b| cmp_parts(a.0, a.1, full(a.2), b.0, b.1, full(b.2)));
+        order.sort_unstable_by(|a, b| {
+            cmp_words(
+                a.0,
+                b.0,
+                self.long_key(&raws[a.1]),
+                self.long_key(&raws[b.1]),
+            )
+        });
         Some(())
     }
 
@@ -719,7 +885,7 @@ impl FerriteIndex {
         let mut order = Vec::with_capacity(SLOTS);
         'outer: loop {
             let sk = SearchKey::new(&resume);
-            let (sp, sl) = (sk.prefix, sk.len);
+            let sw = key_words(&resume);
             let tree = self.root.load(Ordering::Acquire);
             // SAFETY: pinned; published root.
             let mut off = unsafe { inner::route(tree, &sk, true) }.leaf;
@@ -738,16 +904,16 @@ impl FerriteIndex {
                     continue 'outer;
                 }
                 let mut last: Option<usize> = None;
-                for &(p, l, i) in order.iter() {
+                for &(w, i) in order.iter() {
                     let r = &raws[i];
-                    let (mut kb, mut vb) = ([0u8; 8], [0u8; 8]);
-                    let (Some((_, _, key)), Some(val)) =
+                    let (mut kb, mut vb) = ([0u8; 16], [0u8; 8]);
+                    let (Some(key), Some(val)) =
                         (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
                     else {
                         continue 'outer;
                     };
                     if filter {
-                        let c = cmp_parts(p, l, key, sp, sl, &resume);
+                        let c = cmp_words(w, sw, key, &resume);
                         if c == std::cmp::Ordering::Less
                             || (c == std::cmp::Ordering::Equal && !incl)
                         {
@@ -763,8 +929,8 @@ impl FerriteIndex {
                 }
                 if let Some(i) = last {
                     // Where a restarted pass resumes.
-                    let mut kb = [0u8; 8];
-                    if let Some((_, _, key)) = self.raw_key(&raws[i], &mut kb) {
+                    let mut kb = [0u8; 16];
+                    if let Some(key) = self.raw_key(&raws[i], &mut kb) {
                         resume.clear();
                         resume.extend_from_slice(key);
                         incl = false;
@@ -800,15 +966,15 @@ impl FerriteIndex {
             if self.root.load(Ordering::Acquire) != tree {
                 continue;
             }
-            for &(p, l, i) in order.iter().rev() {
+            let bw = key_words(&b);
+            for &(w, i) in order.iter().rev() {
                 let r = &raws[i];
-                let (mut kb, mut vb) = ([0u8; 8], [0u8; 8]);
-                let (Some((_, _, key)), Some(val)) =
-                    (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
+                let (mut kb, mut vb) = ([0u8; 16], [0u8; 8]);
+                let (Some(key), Some(val)) = (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
                 else {
                     continue 'outer;
                 };
-                if cmp_parts(p, l, key, sk.prefix, sk.len, sk.bytes) == std::cmp::Ordering::Less {
+                if cmp_words(w, bw, key, &b) == std::cmp::Ordering::Less {
                     return Ok(Some((key.to_vec(), val.to_vec())));
                 }
             }
@@ -831,11 +997,11 @@ impl FerriteIndex {
             let mut lk = self.lock_for(&sk);
             let lf = lk.lf;
             match self.find_locked(lf, &sk, fp) {
-                Some(slot) => {
+                Some(r) => {
                     if mode == PutMode::Insert {
                         return Ok(false);
                     }
-                    match self.update_slot(lf, slot, value, &mut lk, &g)? {
+                    match self.update_slot(lf, r, value, &mut lk, &g)? {
                         UpdateOutcome::Done => return Ok(mode == PutMode::Update),
                         UpdateOutcome::NeedSplit => {
                             self.split(&mut lk, None, &g)?;
@@ -846,22 +1012,14 @@ impl FerriteIndex {
                     if mode == PutMode::Update {
                         return Ok(false);
                     }
-                    let ke = self.encode_key(key)?;
-                    let ve = match self.encode_value(value) {
-                        Ok(v) => v,
-                        Err(e) => {
-                            self.discard(&[ke]);
-                            return Err(e);
-                        }
-                    };
-                    if ke.ool() || ve.ool() {
+                    let e = self.encode_entry(key, value, fp)?;
+                    if e.key_ool() || e.val_ool() {
                         // Blocks are durable before the entry that publishes them.
                         self.fence();
                     }
-                    let d = desc(ke.code, ve.code);
-                    if let Err(e) = self.insert_entry(&mut lk, ke.word, ve.word, d, fp, &g) {
-                        self.discard(&[ke, ve]);
-                        return Err(e);
+                    if let Err(err) = self.insert_entry(&mut lk, &e, &g) {
+                        self.discard_entry(&e);
+                        return Err(err);
                     }
                     self.count_add(1);
                     return Ok(true);
@@ -870,106 +1028,102 @@ impl FerriteIndex {
         }
     }
 
-    /// Inserts a new entry into the locked leaf, splitting it when full.
-    fn insert_entry(
-        &self,
-        lk: &mut Locked,
-        kw: u64,
-        vw: u64,
-        d: u8,
-        fp: u8,
-        g: &Guard,
-    ) -> KvResult<()> {
+    /// Inserts a new entry into the locked leaf (whose range holds its key),
+    /// splitting it when there is no room.
+    fn insert_entry(&self, lk: &mut Locked, e: &Raw, g: &Guard) -> KvResult<()> {
         let lf = lk.lf;
-        for l in 0..LINES {
-            let h = lf.hdr(l);
-            let free = !hdr_valid(h) & 7;
-            if free != 0 {
-                let s = free.trailing_zeros() as usize;
-                let slot = l * PER_LINE + s;
-                lf.set_key_word(slot, kw);
-                lf.set_val_word(slot, vw);
-                lf.set_hdr(l, hdr_set(h, s, d, fp));
+        loop {
+            let mut h = lf.hdrs();
+            if let Some(slot) = find_space(&h, e.wide()) {
+                let l = slot / PER_LINE;
+                write_entry(lf, &mut h, slot, e);
+                lf.set_hdr(l, h[l]);
                 self.flush_line(lf, l);
                 self.fence();
                 lk.dirty = true;
                 return Ok(());
             }
+            // The split places the entry unless it belongs in this leaf and no
+            // room opened up for it here; then try again (still locked, the key
+            // still belongs here).
+            if self.split(lk, Some(*e), g)? {
+                return Ok(());
+            }
         }
-        self.split(
-            lk,
-            Some(Raw {
-                slot: usize::MAX,
-                kw,
-                vw,
-                d,
-                fp,
-            }),
-            g,
-        )
     }
 
     /// Splits the locked leaf in two (LB+-Tree-style logless split with one
     /// sibling pointer; recovery drops the stale upper half if the split was
-    /// interrupted) and inserts `new` into the proper half.
-    fn split(&self, lk: &mut Locked, new: Option<Raw>, g: &Guard) -> KvResult<()> {
+    /// interrupted) and inserts `new` into the proper half when there is room.
+    /// Returns whether `new` (if any) was placed.
+    fn split(&self, lk: &mut Locked, new: Option<Raw>, g: &Guard) -> KvResult<bool> {
         let lf = lk.lf;
+        let bad = || KvError::Pm(corrupt(format!("leaf {:#x}: malformed entry", lf.off)));
+        let h = lf.hdrs();
         let mut raws = Vec::with_capacity(SLOTS);
-        for l in 0..LINES {
-            let h = lf.hdr(l);
-            for s in 0..PER_LINE {
-                if hdr_valid(h) & (1 << s) != 0 {
-                    let slot = l * PER_LINE + s;
-                    raws.push(Raw {
-                        slot,
-                        kw: lf.key_word(slot),
-                        vw: lf.val_word(slot),
-                        d: hdr_desc(h, s),
-                        fp: hdr_fp(h, s),
-                    });
-                }
+        for slot in 0..SLOTS {
+            if is_primary(&h, slot) {
+                raws.push(read_raw(lf, &h, slot).ok_or_else(bad)?);
             }
         }
-        let mut order = Vec::with_capacity(SLOTS);
-        self.sort_raw(&raws, &mut order)
-            .ok_or_else(|| KvError::Pm(corrupt(format!("leaf {:#x}: bad key block", lf.off))))?;
         if raws.len() < 2 {
             return Err(KvError::Backend("split of a leaf with < 2 entries".into()));
         }
-        let mid = raws.len() / 2;
-        let split_key = {
-            let mut kb = [0u8; 8];
-            let (_, _, k) = self
-                .raw_key(&raws[order[mid].2], &mut kb)
-                .ok_or_else(|| KvError::Backend("bad key block".into()))?;
-            k.to_vec()
-        };
-        let new_right = match &new {
-            Some(n) => {
-                let mut kb = [0u8; 8];
-                let (p, l, k) = self
-                    .raw_key(n, &mut kb)
-                    .ok_or_else(|| KvError::Backend("bad key block".into()))?;
-                let s = SearchKey::new(&split_key);
-                cmp_parts(p, l, k, s.prefix, s.len, s.bytes) != std::cmp::Ordering::Less
+        let mut order = Vec::with_capacity(SLOTS);
+        self.sort_raw(&raws, &mut order).ok_or_else(bad)?;
+        // Move the upper half, or less when its wide entries (two slots of one
+        // line each) would not fit an empty leaf.
+        let fits = |mid: usize, extra: Option<&Raw>| {
+            let rs = order[mid..].iter().map(|o| &raws[o.1]).chain(extra);
+            let (mut wides, mut slots) = (0, 0);
+            for r in rs {
+                wides += r.wide() as usize;
+                slots += 1 + r.wide() as usize;
             }
-            None => false,
+            wides <= LINES && slots <= SLOTS
+        };
+        let mut mid = raws.len() / 2;
+        let (split_key, new_right) = loop {
+            let split_key = {
+                let mut kb = [0u8; 16];
+                self.raw_key(&raws[order[mid].1], &mut kb)
+                    .ok_or_else(bad)?
+                    .to_vec()
+            };
+            let new_right = match &new {
+                Some(n) => {
+                    let mut kb = [0u8; 16];
+                    let k = self.raw_key(n, &mut kb).ok_or_else(bad)?;
+                    cmp_words(key_words(k), key_words(&split_key), k, &split_key)
+                        != std::cmp::Ordering::Less
+                }
+                None => false,
+            };
+            if fits(mid, new.as_ref().filter(|_| new_right)) || mid + 1 >= raws.len() {
+                break (split_key, new_right);
+            }
+            mid += 1;
         };
         let off = self.heap.alloc(LEAF_SIZE)?;
         let nl = self.leaf(off);
         init_leaf(nl, lf.next());
         nl.lock_word().store(1, Ordering::Relaxed);
-        let mut moved: Vec<Raw> = order[mid..].iter().map(|o| raws[o.2]).collect();
+        let mut moved: Vec<Raw> = order[mid..].iter().map(|o| raws[o.1]).collect();
         if new_right {
             if let Some(n) = new {
                 moved.push(n);
             }
         }
-        for (j, r) in moved.iter().enumerate() {
-            let (l, s) = (j / PER_LINE, j % PER_LINE);
-            nl.set_key_word(j, r.kw);
-            nl.set_val_word(j, r.vw);
-            nl.set_hdr(l, hdr_set(nl.hdr(l), s, r.d, r.fp));
+        // Wide entries first: each needs two slots of one line.
+        moved.sort_by_key(|r| !r.wide());
+        let mut nh = [0u64; LINES];
+        for r in &moved {
+            let slot = find_space(&nh, r.wide())
+                .ok_or_else(|| KvError::Backend("split: entries do not fit a leaf".into()))?;
+            write_entry(nl, &mut nh, slot, r);
+        }
+        for (l, &x) in nh.iter().enumerate() {
+            nl.set_hdr(l, x);
         }
         self.flush(nl.line_ptr(0), LEAF_SIZE);
         self.fence();
@@ -977,33 +1131,31 @@ impl FerriteIndex {
         lf.w(W_NEXT).store(off, Ordering::Release);
         self.flush_line(lf, 0);
         self.fence();
-        // Drop the moved entries here (and place the new one if it stays).
-        let mut hdrs = [0u64; LINES];
-        for (l, h) in hdrs.iter_mut().enumerate() {
-            *h = lf.hdr(l);
-        }
-        let before = hdrs;
+        // Drop the moved entries here. Headers are stored before a freed slot is
+        // reused, so no image of a line shows old bits over new words.
+        let mut hh = h;
         for o in &order[mid..] {
-            let slot = raws[o.2].slot;
-            hdrs[slot / PER_LINE] = hdr_clear(hdrs[slot / PER_LINE], slot % PER_LINE);
+            let r = &raws[o.1];
+            clear_entry(&mut hh, r.slot, r.wide());
         }
+        for l in 0..LINES {
+            if hh[l] != h[l] {
+                lf.set_hdr(l, hh[l]);
+            }
+        }
+        let mut placed = new.is_none() || new_right;
         if !new_right {
             if let Some(n) = new {
-                let (l, s) = (0..LINES)
-                    .find_map(|l| {
-                        let free = !hdr_valid(hdrs[l]) & 7;
-                        (free != 0).then(|| (l, free.trailing_zeros() as usize))
-                    })
-                    .expect("a split frees slots");
-                let slot = l * PER_LINE + s;
-                lf.set_key_word(slot, n.kw);
-                lf.set_val_word(slot, n.vw);
-                hdrs[l] = hdr_set(hdrs[l], s, n.d, n.fp);
+                if let Some(slot) = find_space(&hh, n.wide()) {
+                    let l = slot / PER_LINE;
+                    write_entry(lf, &mut hh, slot, &n);
+                    lf.set_hdr(l, hh[l]);
+                    placed = true;
+                }
             }
         }
         for l in 0..LINES {
-            if hdrs[l] != before[l] {
-                lf.set_hdr(l, hdrs[l]);
+            if hh[l] != h[l] {
                 self.flush_line(lf, l);
             }
         }
@@ -1019,27 +1171,24 @@ impl FerriteIndex {
         }
         nl.lock_word().store(4, Ordering::Release);
         self.splits.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(placed)
     }
 
-    /// Replaces the value of `slot` in the locked leaf.
+    /// Replaces the value of entry `r` in the locked leaf.
     fn update_slot(
         &self,
         lf: Leaf,
-        slot: usize,
+        r: Raw,
         value: &[u8],
         lk: &mut Locked,
         g: &Guard,
     ) -> KvResult<UpdateOutcome> {
-        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-        let h = lf.hdr(l);
-        let d = hdr_desc(h, s);
-        let old_vc = vcode(d);
-        let old_vw = lf.val_word(slot);
+        let l = r.slot / PER_LINE;
+        let old_vc = vcode(r.d);
         let ne = self.encode_value(value)?;
         if ne.code == old_vc && !ne.ool() {
             // Same inline length: one atomic 8-byte store.
-            lf.set_val_word(slot, ne.word);
+            lf.set_val_word(r.vslot(), ne.word);
             self.flush_line(lf, l);
             self.fence();
             lk.dirty = true;
@@ -1049,49 +1198,49 @@ impl FerriteIndex {
             self.fence();
         }
         if ne.ool() && old_vc == CODE_OOL {
-            lf.set_val_word(slot, ne.word);
+            lf.set_val_word(r.vslot(), ne.word);
             self.flush_line(lf, l);
             self.fence();
             lk.dirty = true;
-            self.free_later(old_vw, g);
+            self.free_later(r.vw, g);
             return Ok(UpdateOutcome::Done);
         }
-        // The length code changes: write the entry to a free slot and switch
-        // validity atomically when that slot shares the line.
-        let nd = desc(kcode(d), ne.code);
-        let kw = lf.key_word(slot);
-        let fp = hdr_fp(h, s);
-        let free = !hdr_valid(h) & 7;
-        if free != 0 {
-            let t = free.trailing_zeros() as usize;
-            let ns = l * PER_LINE + t;
-            lf.set_key_word(ns, kw);
-            lf.set_val_word(ns, ne.word);
-            lf.set_hdr(l, hdr_set(hdr_clear(h, s), t, nd, fp));
+        // The length code changes: write the entry anew into free slots, then
+        // switch validity.
+        let mut nr = r;
+        nr.d = desc(kcode(r.d), ne.code);
+        nr.vw = ne.word;
+        let mut h = lf.hdrs();
+        let mut line_only = [u64::MAX; LINES];
+        line_only[l] = h[l];
+        if let Some(ns) = find_space(&line_only, r.wide()) {
+            // Same line: one header store flips both entries.
+            write_entry(lf, &mut h, ns, &nr);
+            clear_entry(&mut h, r.slot, r.wide());
+            lf.set_hdr(l, h[l]);
             self.flush_line(lf, l);
             self.fence();
         } else {
             // Another line: a pending-move word makes the switch recoverable.
-            let Some((nl_, nt)) = (0..LINES).filter(|&x| x != l).find_map(|x| {
-                let free = !hdr_valid(lf.hdr(x)) & 7;
-                (free != 0).then(|| (x, free.trailing_zeros() as usize))
-            }) else {
-                self.discard(&[ne]);
+            let Some(ns) = find_space(&h, r.wide()) else {
+                if ne.ool() {
+                    self.discard(&[ne.word]);
+                }
                 return Ok(UpdateOutcome::NeedSplit);
             };
-            let ns = nl_ * PER_LINE + nt;
+            let nl_ = ns / PER_LINE;
             lf.w(W_PENDING).store(
-                PENDING_MARK | slot as u64 | (ns as u64) << 8,
+                PENDING_MARK | r.slot as u64 | (ns as u64) << 8,
                 Ordering::Release,
             );
             self.flush_line(lf, W_PENDING / LINE_WORDS);
             self.fence();
-            lf.set_key_word(ns, kw);
-            lf.set_val_word(ns, ne.word);
-            lf.set_hdr(nl_, hdr_set(lf.hdr(nl_), nt, nd, fp));
+            write_entry(lf, &mut h, ns, &nr);
+            lf.set_hdr(nl_, h[nl_]);
             self.flush_line(lf, nl_);
             self.fence();
-            lf.set_hdr(l, hdr_clear(lf.hdr(l), s));
+            clear_entry(&mut h, r.slot, r.wide());
+            lf.set_hdr(l, h[l]);
             self.flush_line(lf, l);
             self.fence();
             lf.w(W_PENDING).store(0, Ordering::Release);
@@ -1100,7 +1249,7 @@ impl FerriteIndex {
         }
         lk.dirty = true;
         if old_vc == CODE_OOL {
-            self.free_later(old_vw, g);
+            self.free_later(r.vw, g);
         }
         Ok(UpdateOutcome::Done)
     }
@@ -1113,23 +1262,22 @@ impl FerriteIndex {
         let g = epoch::pin();
         let mut lk = self.lock_for(&sk);
         let lf = lk.lf;
-        let Some(slot) = self.find_locked(lf, &sk, fp) else {
+        let Some(r) = self.find_locked(lf, &sk, fp) else {
             return Ok(false);
         };
-        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-        let h = lf.hdr(l);
-        let d = hdr_desc(h, s);
-        let (kw, vw) = (lf.key_word(slot), lf.val_word(slot));
-        lf.set_hdr(l, hdr_clear(h, s));
+        let l = r.slot / PER_LINE;
+        let mut h = lf.hdrs();
+        clear_entry(&mut h, r.slot, r.wide());
+        lf.set_hdr(l, h[l]);
         self.flush_line(lf, l);
         self.fence();
         lk.dirty = true;
         self.count_add(-1);
-        if kcode(d) == CODE_OOL {
-            self.free_later(kw, &g);
+        if r.key_ool() {
+            self.free_later(r.k2, &g);
         }
-        if vcode(d) == CODE_OOL {
-            self.free_later(vw, &g);
+        if r.val_ool() {
+            self.free_later(r.vw, &g);
         }
         if lf.off != self.head && lf.valid_mask() == 0 {
             self.unlink_empty(&mut lk, &sk, &g);
@@ -1257,20 +1405,20 @@ impl FerriteIndex {
                 .snapshot(lf, &mut raws)
                 .ok_or("leaf locked during check")?;
             self.sort_raw(&raws, &mut order).ok_or("bad key block")?;
-            for &(_, _, i) in &order {
+            for &(_, i) in &order {
                 let r = raws[i];
-                let mut kb = [0u8; 8];
-                let (_, _, k) = self.raw_key(&r, &mut kb).ok_or("bad key")?;
+                let mut kb = [0u8; 16];
+                let k = self.raw_key(&r, &mut kb).ok_or("bad key")?;
                 if let Some(prev) = &last {
                     if prev.as_slice() >= k {
                         return Err(format!("keys out of order at leaf {off:#x}"));
                     }
                 }
                 last = Some(k.to_vec());
-                if kcode(r.d) == CODE_OOL {
-                    blocks.push((r.kw, bs(r.kw)));
+                if r.key_ool() {
+                    blocks.push((r.k2, bs(r.k2)));
                 }
-                if vcode(r.d) == CODE_OOL {
+                if r.val_ool() {
                     blocks.push((r.vw, bs(r.vw)));
                 }
             }
@@ -1422,38 +1570,44 @@ struct Recovered {
     unlinked: u64,
 }
 
-/// Valid entries of a leaf during recovery, with their keys.
-fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<(usize, Vec<u8>)>, PmError> {
+/// Valid entries of a leaf during recovery: (first slot, wide, key).
+fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<(usize, bool, Vec<u8>)>, PmError> {
+    let h = lf.hdrs();
     let mut out = Vec::new();
-    for l in 0..LINES {
-        let h = lf.hdr(l);
-        for s in 0..PER_LINE {
-            if hdr_valid(h) & (1 << s) == 0 {
-                continue;
+    for slot in 0..SLOTS {
+        if !is_primary(&h, slot) {
+            continue;
+        }
+        let bad = || corrupt(format!("leaf {:#x} slot {slot}: malformed entry", lf.off));
+        let r = read_raw(lf, &h, slot).ok_or_else(bad)?;
+        let key = if r.key_ool() {
+            let b = ool_bytes(pool, r.k2).ok_or_else(bad)?;
+            if b.len() != r.klen as usize {
+                return Err(bad());
             }
-            let slot = l * PER_LINE + s;
-            let d = hdr_desc(h, s);
-            let kc = kcode(d) as usize;
-            let vc = vcode(d);
-            if (kc > INLINE_MAX && kc != CODE_OOL as usize)
-                || (vc as usize > INLINE_MAX && vc != CODE_OOL)
-            {
-                return Err(corrupt(format!(
-                    "leaf {:#x} slot {slot}: bad length code",
-                    lf.off
-                )));
-            }
-            let kw = lf.key_word(slot);
-            let key = if kc <= INLINE_MAX {
-                kw.to_be_bytes()[..kc].to_vec()
-            } else {
-                ool_bytes(pool, kw)
-                    .ok_or_else(|| {
-                        corrupt(format!("leaf {:#x} slot {slot}: bad key block", lf.off))
-                    })?
-                    .to_vec()
-            };
-            out.push((slot, key));
+            b.to_vec()
+        } else {
+            let mut kb = [0u8; 16];
+            kb[..8].copy_from_slice(&r.kw.to_be_bytes());
+            kb[8..].copy_from_slice(&r.k2.to_be_bytes());
+            kb[..r.klen as usize].to_vec()
+        };
+        if r.val_ool() && ool_bytes(pool, r.vw).is_none() {
+            return Err(bad());
+        }
+        out.push((slot, r.wide(), key));
+    }
+    // A continuation without its first slot is corrupt too.
+    for slot in 0..SLOTS {
+        let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+        if hdr_valid(h[l]) & (1 << s) != 0
+            && hdr_desc(h[l], s) == DESC_CONT
+            && (s == 0 || !out.iter().any(|e| e.0 == slot - 1 && e.1))
+        {
+            return Err(corrupt(format!(
+                "leaf {:#x} slot {slot}: stray continuation",
+                lf.off
+            )));
         }
     }
     Ok(out)
@@ -1495,18 +1649,20 @@ fn recover(
         Ok(lf)
     };
     // Per leaf: fix a pending cross-line move, reset the lock.
-    let prepare = |lf: Leaf, rec: &mut Recovered| -> Result<Vec<(usize, Vec<u8>)>, PmError> {
+    type Keys = Vec<(usize, bool, Vec<u8>)>;
+    let prepare = |lf: Leaf, rec: &mut Recovered| -> Result<Keys, PmError> {
         lf.lock_word().store(0, Ordering::Relaxed);
         let pend = lf.w(W_PENDING).load(Ordering::Relaxed);
         if pend & PENDING_MARK != 0 {
             let (o, n) = ((pend & 0xff) as usize, ((pend >> 8) & 0xff) as usize);
-            if o < SLOTS && n < SLOTS {
-                let valid = lf.valid_mask();
-                if valid & (1 << o) != 0 && valid & (1 << n) != 0 {
-                    let l = o / PER_LINE;
-                    lf.set_hdr(l, hdr_clear(lf.hdr(l), o % PER_LINE));
-                    persist_line(&pool, lf, l, durable);
-                }
+            let mut h = lf.hdrs();
+            if o < SLOTS && n < SLOTS && is_primary(&h, o) && is_primary(&h, n) {
+                // Both copies are complete: keep the new one.
+                let wide = kcode(hdr_desc(h[o / PER_LINE], o % PER_LINE)) == KCODE_WIDE;
+                let l = o / PER_LINE;
+                clear_entry(&mut h, o, wide);
+                lf.set_hdr(l, h[l]);
+                persist_line(&pool, lf, l, durable);
             }
             lf.w(W_PENDING).store(0, Ordering::Relaxed);
             persist_line(&pool, lf, W_PENDING / LINE_WORDS, durable);
@@ -1514,28 +1670,23 @@ fn recover(
         }
         leaf_keys(&pool, lf)
     };
+    // Entries were validated by `leaf_keys`.
     let mark_entries = |m: &mut Marker<'_>, lf: Leaf| -> Result<u64, PmError> {
+        let h = lf.hdrs();
         let mut n = 0;
-        for l in 0..LINES {
-            let h = lf.hdr(l);
-            for s in 0..PER_LINE {
-                if hdr_valid(h) & (1 << s) == 0 {
-                    continue;
-                }
-                let slot = l * PER_LINE + s;
-                let d = hdr_desc(h, s);
-                if kcode(d) == CODE_OOL {
-                    m.mark(lf.key_word(slot))?;
-                }
-                if vcode(d) == CODE_OOL {
-                    let vw = lf.val_word(slot);
-                    ool_bytes(&pool, vw).ok_or_else(|| {
-                        corrupt(format!("leaf {:#x} slot {slot}: bad value block", lf.off))
-                    })?;
-                    m.mark(vw)?;
-                }
-                n += 1;
+        for slot in 0..SLOTS {
+            if !is_primary(&h, slot) {
+                continue;
             }
+            let r = read_raw(lf, &h, slot)
+                .ok_or_else(|| corrupt(format!("leaf {:#x}: malformed entry", lf.off)))?;
+            if r.key_ool() {
+                m.mark(r.k2)?;
+            }
+            if r.val_ool() {
+                m.mark(r.vw)?;
+            }
+            n += 1;
         }
         Ok(n)
     };
@@ -1564,14 +1715,14 @@ fn recover(
             rec.unlinked += 1;
             continue;
         }
-        let min = keys.iter().map(|k| &k.1).min().expect("non-empty").clone();
+        let min = keys.iter().map(|k| &k.2).min().expect("non-empty").clone();
         // An interrupted split leaves the upper half in both leaves: every key
         // of `prev` is below every key of its successor otherwise.
-        let mut hdrs: Vec<u64> = (0..LINES).map(|l| prev.0.hdr(l)).collect();
-        let before = hdrs.clone();
-        prev.1.retain(|(slot, k)| {
+        let mut hdrs = prev.0.hdrs();
+        let before = hdrs;
+        prev.1.retain(|(slot, wide, k)| {
             if *k >= min {
-                hdrs[slot / PER_LINE] = hdr_clear(hdrs[slot / PER_LINE], slot % PER_LINE);
+                clear_entry(&mut hdrs, *slot, *wide);
                 false
             } else {
                 true
