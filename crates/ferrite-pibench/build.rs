@@ -9,27 +9,37 @@ fn main() {
     println!("cargo:rerun-if-changed=include/tree_api.hpp");
     println!("cargo:rerun-if-changed=include/ferrite_pibench.h");
     println!("cargo:rerun-if-changed=tests/pibench_driver.cpp");
-    cc::Build::new()
-        .cpp(true)
+    println!("cargo:rerun-if-env-changed=FERRITE_PIBENCH_BULK_LOAD");
+    // The VLDB'22 PiBench vtable has no bulk_load; later versions do.
+    let bulk_load = std::env::var("FERRITE_PIBENCH_BULK_LOAD").is_ok_and(|v| v == "1");
+    let mut b = cc::Build::new();
+    b.cpp(true)
         .file("shim/ferrite_wrapper.cpp")
         .include("include")
         .flag_if_supported("-std=c++17")
         .warnings(true)
-        .extra_warnings(true)
-        .compile("ferrite_pibench_shim");
+        .extra_warnings(true);
+    if bulk_load {
+        b.define("FERRITE_PIBENCH_BULK_LOAD", None);
+    }
+    b.compile("ferrite_pibench_shim");
 
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let driver = out.join("pibench_driver");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    let status = Command::new(&cxx)
-        .args([
-            "-std=c++17",
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-pthread",
-            "-Iinclude",
-        ])
+    let mut cmd = Command::new(&cxx);
+    cmd.args([
+        "-std=c++17",
+        "-O2",
+        "-Wall",
+        "-Wextra",
+        "-pthread",
+        "-Iinclude",
+    ]);
+    if bulk_load {
+        cmd.arg("-DFERRITE_PIBENCH_BULK_LOAD");
+    }
+    let status = cmd
         .arg("tests/pibench_driver.cpp")
         .arg("-o")
         .arg(&driver)

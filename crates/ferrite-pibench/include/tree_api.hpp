@@ -3,6 +3,12 @@
 // methods the driver calls from its worker threads. Declared here from the
 // interface's description; the layout of tree_options_t and the order of the
 // virtual methods must match the driver's for the library to load into it.
+//
+// The VLDB'22 driver's vtable is: destructor, find, insert, update, remove,
+// scan. Later PiBench versions put a `bulk_load` before `find`; build with
+// FERRITE_PIBENCH_BULK_LOAD=1 in the environment (build.rs then defines the
+// macro below) to match those. Fields a driver appends to tree_options_t after
+// num_threads do not matter: the library only reads the first five.
 #ifndef FERRITE_TREE_API_HPP
 #define FERRITE_TREE_API_HPP
 
@@ -23,6 +29,7 @@ extern "C" tree_api* create_tree(const tree_options_t& opt);
 class tree_api {
 public:
     virtual ~tree_api() {}
+#ifdef FERRITE_PIBENCH_BULK_LOAD
     // Optional bulk load; false = "not supported", the driver then inserts.
     virtual bool bulk_load(const char* data, std::size_t num_records, std::size_t key_sz,
                            std::size_t value_sz) {
@@ -32,6 +39,7 @@ public:
         (void)value_sz;
         return false;
     }
+#endif
     // Copies the value into value_out; false when the key is absent.
     virtual bool find(const char* key, std::size_t key_sz, char* value_out) = 0;
     // False when the key exists (nothing changes).
