@@ -17,8 +17,20 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn key(id: u64) -> [u8; 8] {
-    mix(id).to_be_bytes()
+thread_local! {
+    static KEY_LEN: usize = std::env::var("KEY").ok().and_then(|k| k.parse().ok()).unwrap_or(8);
+}
+
+/// Key of record `id`: 8 bytes big-endian, or (KEY=16/64) a string key of that
+/// length ("key-" + zero-padded hex, PiBench-like).
+fn key(id: u64) -> Vec<u8> {
+    let len = KEY_LEN.with(|k| *k);
+    if len == 8 {
+        return mix(id).to_be_bytes().to_vec();
+    }
+    let mut k = format!("key-{:016x}", mix(id)).into_bytes();
+    k.resize(len, b'.');
+    k
 }
 
 /// Runs `ops` calls of `f` over `threads` threads; Mops/s and the threads'
@@ -45,7 +57,7 @@ fn run<F: Fn(u64, u64) + Sync>(threads: u64, ops: u64, f: F) -> (f64, persist::P
     (ops as f64 / t0.elapsed().as_secs_f64() / 1e6, stats)
 }
 
-struct Locked(RwLock<BTreeMap<[u8; 8], [u8; 8]>>);
+struct Locked(RwLock<BTreeMap<Vec<u8>, [u8; 8]>>);
 
 fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) {
     let t0 = Instant::now();
@@ -91,8 +103,7 @@ impl OrderedKv for Locked {
         "btreemap"
     }
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> ferrite_index::KvResult<bool> {
-        let k: [u8; 8] = key.try_into().unwrap();
-        match self.0.read().unwrap().get(&k) {
+        match self.0.read().unwrap().get(key) {
             Some(v) => {
                 out.clear();
                 out.extend_from_slice(v);
@@ -103,20 +114,18 @@ impl OrderedKv for Locked {
     }
     fn insert(&self, key: &[u8], value: &[u8]) -> ferrite_index::KvResult<bool> {
         let mut m = self.0.write().unwrap();
-        let k: [u8; 8] = key.try_into().unwrap();
-        if m.contains_key(&k) {
+        if m.contains_key(key) {
             return Ok(false);
         }
-        m.insert(k, value.try_into().unwrap());
+        m.insert(key.to_vec(), value.try_into().unwrap());
         Ok(true)
     }
     fn update(&self, key: &[u8], value: &[u8]) -> ferrite_index::KvResult<bool> {
-        let k: [u8; 8] = key.try_into().unwrap();
         Ok(self
             .0
             .write()
             .unwrap()
-            .get_mut(&k)
+            .get_mut(key)
             .map(|v| *v = value.try_into().unwrap())
             .is_some())
     }
@@ -135,10 +144,9 @@ impl OrderedKv for Locked {
         n: usize,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> ferrite_index::KvResult<usize> {
-        let k: [u8; 8] = start.try_into().unwrap();
         let m = self.0.read().unwrap();
         let mut c = 0;
-        for (a, b) in m.range(k..).take(n) {
+        for (a, b) in m.range(start.to_vec()..).take(n) {
             f(a, b);
             c += 1;
         }
