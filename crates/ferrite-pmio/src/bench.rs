@@ -31,6 +31,8 @@ pub struct BenchOpts {
     pub quick: bool,
     /// Repetitions per cell; the median is reported (the machine is shared).
     pub reps: usize,
+    /// Threads for the multi-threaded page propagation cells (1 = none).
+    pub threads: usize,
 }
 
 /// What a benchmark produced: the report, its chart and the extra table columns.
@@ -44,37 +46,33 @@ pub struct BenchOutput {
 /// variant, in first-seen order.
 pub fn pivot(r: &Report) -> String {
     use std::fmt::Write as _;
+    let param = |x: &BenchResult| x.param.as_ref().map_or("-".into(), |p| p.to_string());
     let mut variants: Vec<&str> = Vec::new();
-    let mut rows: Vec<(&str, String)> = Vec::new();
+    let mut rows: Vec<(&str, String, u32)> = Vec::new();
     for x in &r.results {
         if !variants.contains(&x.variant.as_str()) {
             variants.push(&x.variant);
         }
-        let key = (
-            x.bench.as_str(),
-            x.param.as_ref().map_or("-".into(), |p| p.to_string()),
-        );
+        let key = (x.bench.as_str(), param(x), x.threads);
         if !rows.contains(&key) {
             rows.push(key);
         }
     }
     let w = variants.iter().map(|v| v.len().max(8)).collect::<Vec<_>>();
     let mut out = String::new();
-    let _ = write!(out, "{:<16} {:>6}", "bench", "param");
+    let _ = write!(out, "{:<16} {:>6} {:>3}", "bench", "param", "thr");
     for (v, w) in variants.iter().zip(&w) {
         let _ = write!(out, "  {v:>w$}");
     }
     out.push_str("   (Mops/s)\n");
-    for (bench, param) in &rows {
-        let _ = write!(out, "{bench:<16} {param:>6}");
+    for (bench, p, thr) in &rows {
+        let _ = write!(out, "{bench:<16} {p:>6} {thr:>3}");
         for (v, w) in variants.iter().zip(&w) {
             let cell = r
                 .results
                 .iter()
                 .find(|x| {
-                    x.bench == *bench
-                        && x.variant == *v
-                        && x.param.as_ref().map_or("-".into(), |p| p.to_string()) == *param
+                    x.bench == *bench && x.variant == *v && x.threads == *thr && param(x) == *p
                 })
                 .map_or("-".to_string(), |x| format!("{:.3}", x.mops));
             let _ = write!(out, "  {cell:>w$}");
@@ -425,9 +423,13 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
         model.ulog_line_ns,
         model.crossover()
     ));
+    if o.threads > 1 {
+        drop(st);
+        page_threads(o, pool, &mut r, &dirty, ops, page_size)?;
+    }
     r.environment.insert("page_bytes".into(), page_size.into());
     let series: Vec<Series> = r
-        .series_by_param(|_| true)
+        .series_by_param(|x| x.threads == 1)
         .into_iter()
         .map(|mut s| {
             s.points.iter_mut().for_each(|p| p.1 *= 1000.0);
@@ -446,6 +448,112 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
         svg,
         extra_cols: vec!["fences_per_op", "lines_per_op", "nt_bytes_per_op"],
     })
+}
+
+/// Fig. 7b: `threads` threads, each propagating its own share of the pages
+/// through its own store (and micro log). Wall-clock time over all threads.
+fn page_threads(
+    o: &BenchOpts,
+    pool: &Pool,
+    r: &mut Report,
+    dirty: &[usize],
+    ops: u64,
+    page_size: usize,
+) -> Result<()> {
+    let n = o.threads;
+    let lines = page_size / 64;
+    let per = (1024 / n).max(1);
+    let page = vec![0x3cu8; page_size];
+    let mut stores = Vec::new();
+    for t in 0..n {
+        let mut st = PageStore::open_or_create(
+            pool,
+            &format!("bench-pages-t{t}"),
+            PageStoreConfig {
+                page_size,
+                slots: per + 1,
+            },
+        )?;
+        for pid in 0..per as u64 {
+            st.write(pid, &page, &DirtyMask::all(lines), Method::Cow)?;
+        }
+        stores.push(st);
+    }
+    let mut crossover = None;
+    for &d in dirty {
+        let mut mask = DirtyMask::default();
+        for k in 0..d {
+            mask.set(k * lines / d);
+        }
+        let mut rates = [0.0f64; 2];
+        for (vi, (variant, m)) in [("cow", Method::Cow), ("ulog", Method::MicroLog)]
+            .into_iter()
+            .enumerate()
+        {
+            let stores = std::cell::RefCell::new(&mut stores);
+            let res = median(
+                o.reps,
+                || Ok(()),
+                || {
+                    let mut stores = stores.borrow_mut();
+                    let t0 = std::time::Instant::now();
+                    let costs = std::thread::scope(|sc| {
+                        let hs: Vec<_> = stores
+                            .iter_mut()
+                            .enumerate()
+                            .map(|(t, st)| {
+                                let page = &page;
+                                sc.spawn(move || -> Result<persist::PersistStats> {
+                                    let mut rng = SplitMix((t * 1000 + d) as u64);
+                                    let before = persist::thread_stats();
+                                    let mut pg = page.clone();
+                                    for i in 0..ops / n as u64 {
+                                        pg[0] = i as u8;
+                                        st.write(rng.below(per as u64), &pg, &mask, m)?;
+                                    }
+                                    Ok(persist::thread_stats().since(before))
+                                })
+                            })
+                            .collect();
+                        hs.into_iter()
+                            .map(|h| {
+                                h.join().unwrap_or_else(|_| {
+                                    Err(PmioError::Invalid("bench thread panicked".into()))
+                                })
+                            })
+                            .collect::<Result<Vec<_>>>()
+                    })?;
+                    let secs = t0.elapsed().as_secs_f64();
+                    let total = costs
+                        .into_iter()
+                        .fold(persist::PersistStats::default(), |a, b| a + b);
+                    let done = (ops / n as u64 * n as u64) as f64;
+                    Ok((
+                        done / secs / 1e6,
+                        total.fences as f64 / done,
+                        total.flushed_lines as f64 / done,
+                        total.nt_bytes as f64 / done,
+                    ))
+                },
+            )?;
+            rates[vi] = res.0;
+            let mut c = cell("flush", variant, d, res);
+            c.threads = n as u32;
+            r.results.push(c.with("timing", "wall"));
+        }
+        if crossover.is_none() && rates[0] >= rates[1] {
+            crossover = Some(d);
+        }
+    }
+    drop(stores);
+    for t in 0..n {
+        pool.delete_object(&format!("bench-pages-t{t}"))?;
+    }
+    r.notes.push(format!(
+        "{n} threads (wall-clock): CoW is at least as fast from {} dirty lines",
+        crossover.map_or("(never)".to_string(), |d| d.to_string())
+    ));
+    Ok(())
 }
 
 // ----- Fig. 10: in-place updates -----------------------------------------------------

@@ -31,6 +31,9 @@ pub struct PmioBenchArgs {
     /// Repetitions per cell; the median is reported
     #[arg(long, default_value_t = 3)]
     pub reps: usize,
+    /// `page` only: also run the propagation with this many threads (Fig. 7b)
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
 }
 
 pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
@@ -39,6 +42,9 @@ pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
     }
     if a.ops == Some(0) {
         bail!("--ops must be at least 1");
+    }
+    if a.threads == 0 || a.threads > 64 {
+        bail!("--threads takes 1 to 64");
     }
     let stem = match &a.inject {
         Some(v) => {
@@ -52,6 +58,7 @@ pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
         pool_dir: a.pool_dir,
         quick: a.quick,
         reps: a.reps,
+        threads: a.threads,
     };
     let out = bench::run(which, &opts)?;
     let path = out
