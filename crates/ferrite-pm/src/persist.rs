@@ -137,6 +137,10 @@ pub struct PersistStats {
     pub flushed_lines: u64,
     /// Bytes written with non-temporal stores.
     pub nt_bytes: u64,
+    /// Write-backs that started at the line this thread wrote back just before:
+    /// the pattern that is very slow on Optane (persisting one line twice in a
+    /// row) and that cache-line padding avoids.
+    pub repeated_lines: u64,
 }
 
 impl PersistStats {
@@ -146,6 +150,7 @@ impl PersistStats {
             fences: self.fences - earlier.fences,
             flushed_lines: self.flushed_lines - earlier.flushed_lines,
             nt_bytes: self.nt_bytes - earlier.nt_bytes,
+            repeated_lines: self.repeated_lines - earlier.repeated_lines,
         }
     }
 }
@@ -158,6 +163,7 @@ impl std::ops::Add for PersistStats {
             fences: self.fences + o.fences,
             flushed_lines: self.flushed_lines + o.flushed_lines,
             nt_bytes: self.nt_bytes + o.nt_bytes,
+            repeated_lines: self.repeated_lines + o.repeated_lines,
         }
     }
 }
@@ -166,6 +172,7 @@ thread_local! {
     static FENCES: Cell<u64> = const { Cell::new(0) };
     static LINES: Cell<u64> = const { Cell::new(0) };
     static NT_BYTES: Cell<u64> = const { Cell::new(0) };
+    static REPEATS: Cell<u64> = const { Cell::new(0) };
 }
 
 /// This thread's counters since it started (thread-local, so counting costs no
@@ -175,6 +182,7 @@ pub fn thread_stats() -> PersistStats {
         fences: FENCES.with(Cell::get),
         flushed_lines: LINES.with(Cell::get),
         nt_bytes: NT_BYTES.with(Cell::get),
+        repeated_lines: REPEATS.with(Cell::get),
     }
 }
 
@@ -187,6 +195,12 @@ pub fn thread_fence_count() -> u64 {
 
 static INJECT_FENCE_NS: AtomicU64 = AtomicU64::new(0);
 static INJECT_LINE_NS: AtomicU64 = AtomicU64::new(0);
+static INJECT_REPEAT_NS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Last line this thread wrote back (for the repeated-line model).
+    static LAST_LINE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
 
 /// Adds a busy-wait of `fence_ns` per fence and `line_ns` per flushed line, to
 /// model PM slower than the DRAM it is emulated on. Off (0, 0) by default; tools
@@ -194,6 +208,19 @@ static INJECT_LINE_NS: AtomicU64 = AtomicU64::new(0);
 pub fn set_latency_injection(fence_ns: u64, line_ns: u64) {
     INJECT_FENCE_NS.store(fence_ns, Ordering::Relaxed);
     INJECT_LINE_NS.store(line_ns, Ordering::Relaxed);
+}
+
+/// Models Optane's penalty for persisting the same cache line twice in a row
+/// (thesis ch. 3, "PMem characteristics"), which DRAM-backed emulation does not
+/// have: a write-back whose first line is the line this thread wrote back last
+/// waits `ns` more. Off (0) by default; tools print it whenever it is on.
+pub fn set_repeat_line_injection(ns: u64) {
+    INJECT_REPEAT_NS.store(ns, Ordering::Relaxed);
+}
+
+/// Current repeated-line injection in ns (0 = off).
+pub fn repeat_line_injection() -> u64 {
+    INJECT_REPEAT_NS.load(Ordering::Relaxed)
 }
 
 /// Current latency injection `(ns per fence, ns per flushed line)`.
@@ -235,6 +262,20 @@ pub unsafe fn flush_range(kind: FlushKind, ptr: *const u8, len: usize) {
     let line_ns = INJECT_LINE_NS.load(Ordering::Relaxed);
     if line_ns != 0 {
         spin_ns(line_ns * lines);
+    }
+    note_line_run(start / CACHE_LINE, (end - 1) / CACHE_LINE);
+}
+
+/// Counts (and, when modelled, delays) a write-back starting at the line this
+/// thread wrote back last.
+#[inline]
+fn note_line_run(first: usize, last: usize) {
+    if LAST_LINE.with(|l| l.replace(last)) == first {
+        REPEATS.with(|c| c.set(c.get() + 1));
+        let ns = INJECT_REPEAT_NS.load(Ordering::Relaxed);
+        if ns != 0 {
+            spin_ns(ns);
+        }
     }
 }
 
@@ -324,6 +365,12 @@ pub unsafe fn nt_copy(kind: FlushKind, dst: *mut u8, src: *const u8, len: usize)
             std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), tail);
             flush_range(kind, dst.add(i), tail);
             NT_BYTES.with(|c| c.set(c.get() + body as u64));
+            // Non-temporal lines reach PM like written-back ones: charge the
+            // per-line injection for them too, so CoW and logs compare fairly.
+            let line_ns = INJECT_LINE_NS.load(Ordering::Relaxed);
+            if line_ns != 0 {
+                spin_ns(line_ns * (body as u64).div_ceil(CACHE_LINE as u64));
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -347,6 +394,7 @@ pub(crate) fn count_lines(ptr: *const u8, len: usize) {
     let start = (ptr as usize) & !(CACHE_LINE - 1);
     let lines = (ptr as usize + len - start).div_ceil(CACHE_LINE) as u64;
     LINES.with(|c| c.set(c.get() + lines));
+    note_line_run(start / CACHE_LINE, (ptr as usize + len - 1) / CACHE_LINE);
 }
 
 #[cfg(test)]
@@ -366,6 +414,24 @@ mod tests {
         let d = thread_stats().since(before);
         assert_eq!(d.fences, 1);
         assert_eq!(d.flushed_lines, 2);
+    }
+
+    #[test]
+    fn persisting_the_same_line_twice_in_a_row_is_counted() {
+        let buf = vec![0u8; 512];
+        let p = buf.as_ptr() as usize;
+        let base = ((p + 63) & !63) - p;
+        let at = |o: usize| buf[base + o..].as_ptr();
+        let before = thread_stats();
+        // SAFETY: every range below lies inside `buf`.
+        unsafe {
+            flush_range(FlushKind::Eadr, at(0), 8); // line 0
+            flush_range(FlushKind::Eadr, at(8), 8); // line 0 again: repeat
+            flush_range(FlushKind::Eadr, at(60), 10); // lines 0..1: starts at 0 again
+            flush_range(FlushKind::Eadr, at(64), 8); // line 1 = last of previous: repeat
+            flush_range(FlushKind::Eadr, at(192), 8); // line 3: new
+        }
+        assert_eq!(thread_stats().since(before).repeated_lines, 3);
     }
 
     #[test]
@@ -408,5 +474,6 @@ mod tests {
     #[test]
     fn latency_injection_is_off_by_default() {
         assert_eq!(latency_injection(), (0, 0));
+        assert_eq!(repeat_line_injection(), 0);
     }
 }

@@ -128,6 +128,14 @@ fn environment(r: &mut Report, pool: &Pool) {
             "LATENCY INJECTION ON: +{f} ns per fence, +{l} ns per flushed line"
         ));
     }
+    let rep = persist::repeat_line_injection();
+    r.environment
+        .insert("latency_injection_repeat_line_ns".into(), rep.into());
+    if rep != 0 {
+        r.notes.push(format!(
+            "REPEATED-LINE INJECTION ON: +{rep} ns when a write-back starts at the line last written back (models Optane)"
+        ));
+    }
 }
 
 /// CPU time of the calling thread: on a machine shared with other jobs it

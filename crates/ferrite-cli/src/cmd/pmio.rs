@@ -25,6 +25,10 @@ pub struct PmioBenchArgs {
     /// Latency injection: ns added per fence and per flushed line (models slower PM)
     #[arg(long, num_args = 2, value_names = ["FENCE_NS", "LINE_NS"])]
     pub inject: Option<Vec<u64>>,
+    /// Model Optane's penalty for persisting the same line twice in a row: ns
+    /// added when a write-back starts at the line this thread wrote back last
+    #[arg(long, value_name = "NS")]
+    pub inject_repeat: Option<u64>,
     /// Fewer parameter points (smoke test)
     #[arg(long)]
     pub quick: bool,
@@ -46,13 +50,17 @@ pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
     if a.threads == 0 || a.threads > 64 {
         bail!("--threads takes 1 to 64");
     }
-    let stem = match &a.inject {
+    let mut stem = match &a.inject {
         Some(v) => {
             persist::set_latency_injection(v[0], v[1]);
             format!("{which}-inject-{}-{}", v[0], v[1])
         }
         None => which.to_string(),
     };
+    if let Some(ns) = a.inject_repeat {
+        persist::set_repeat_line_injection(ns);
+        stem.push_str(&format!("-repeat-{ns}"));
+    }
     let opts = BenchOpts {
         ops: a.ops,
         pool_dir: a.pool_dir,
