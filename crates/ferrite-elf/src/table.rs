@@ -101,6 +101,27 @@ impl Column {
         }
     }
 
+    /// Code of an exact value, if the column can hold it (a dictionary column
+    /// only holds the values it was built with).
+    pub fn encode(&self, v: &str) -> Option<u32> {
+        let v = v.trim();
+        match &self.kind {
+            ColumnKind::Int { offset } => {
+                let c = v.parse::<i64>().ok()?.checked_sub(*offset)?;
+                (0..=MAX_VALUE as i64).contains(&c).then_some(c as u32)
+            }
+            ColumnKind::Num(d) => {
+                let x = num(v)?;
+                let i = d.partition_point(|s| num(s).unwrap_or(f64::NEG_INFINITY) < x);
+                (d.get(i).and_then(|s| num(s)) == Some(x)).then_some(i as u32)
+            }
+            ColumnKind::Str(d) => d
+                .binary_search_by(|s| s.as_str().cmp(v))
+                .ok()
+                .map(|i| i as u32),
+        }
+    }
+
     /// The original text of code `c`.
     pub fn decode(&self, c: u32) -> String {
         match &self.kind {
@@ -412,6 +433,82 @@ pub struct CsvOptions {
     pub columns: Option<Vec<String>>,
     /// Stop after this many data rows.
     pub limit: Option<u64>,
+}
+
+/// Reads CSV rows (header naming every schema column) and encodes them with the
+/// schema's encodings, for inserts into an existing Elf.
+pub fn encode_csv_rows(r: impl Read, name: &str, schema: &Schema) -> Result<Vec<Vec<u32>>> {
+    let err = |line: u64, msg: String| ElfError::Csv {
+        path: name.to_string(),
+        line,
+        msg,
+    };
+    let mut rd = BufReader::new(r);
+    let mut line = String::new();
+    if rd.read_line(&mut line).map_err(|e| err(1, e.to_string()))? == 0 {
+        return Err(err(
+            1,
+            "the file is empty (a header row is required)".into(),
+        ));
+    }
+    let trim = |l: &mut String| {
+        while l.ends_with('\n') || l.ends_with('\r') {
+            l.pop();
+        }
+    };
+    trim(&mut line);
+    let delim = [',', '|', '\t', ';']
+        .into_iter()
+        .max_by_key(|d| line.matches(*d).count())
+        .unwrap_or(',');
+    let mut fields = Vec::new();
+    split_record(&line, delim, &mut fields).map_err(|m| err(1, m))?;
+    let header: Vec<String> = fields.iter().map(|f| f.trim().to_string()).collect();
+    let pos: Vec<usize> = schema
+        .columns
+        .iter()
+        .map(|c| {
+            header
+                .iter()
+                .position(|h| *h == c.name)
+                .ok_or_else(|| err(1, format!("the header lacks column {:?}", c.name)))
+        })
+        .collect::<Result<_>>()?;
+    let mut out = Vec::new();
+    let mut lineno = 1u64;
+    loop {
+        line.clear();
+        if rd
+            .read_line(&mut line)
+            .map_err(|e| err(lineno + 1, e.to_string()))?
+            == 0
+        {
+            break;
+        }
+        lineno += 1;
+        trim(&mut line);
+        if line.is_empty() {
+            continue;
+        }
+        split_record(&line, delim, &mut fields).map_err(|m| err(lineno, m))?;
+        let mut row = Vec::with_capacity(pos.len());
+        for (c, &p) in schema.columns.iter().zip(&pos) {
+            let v = fields
+                .get(p)
+                .ok_or_else(|| err(lineno, format!("missing field {:?}", c.name)))?;
+            row.push(c.encode(v).ok_or_else(|| {
+                err(
+                    lineno,
+                    format!(
+                        "column {}: {v:?} is not representable (dictionary columns accept only values present at build time)",
+                        c.name
+                    ),
+                )
+            })?);
+        }
+        out.push(row);
+    }
+    Ok(out)
 }
 
 impl Table {

@@ -95,3 +95,35 @@ fn tpch_style_pipe_files_load() {
     assert_eq!(t.cols.len(), 2);
     assert_eq!(t.nrows(), 2);
 }
+
+#[test]
+fn csv_inserts_use_the_schema_encodings() {
+    let t = load();
+    let built = build(&t.slices()).unwrap();
+    let pool = Pool::create_volatile(8 << 20, &PoolOptions::default()).unwrap();
+    let s = ElfStore::create(
+        &pool,
+        "elf",
+        &built,
+        Some(&t.schema),
+        &CreateOptions::default(),
+        Variant::Pm,
+    )
+    .unwrap();
+    let rows = ferrite_elf::table::encode_csv_rows(
+        "delta,price,name,day,id\n-3,2.25,zoe,2020-01-02,99\n".as_bytes(),
+        "i.csv",
+        s.schema().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(s.insert(&rows[0]).unwrap(), 5);
+    assert_eq!(tids(&s, "id=99,price=2.25,name=zoe"), vec![5]);
+    s.merge().unwrap();
+    assert_eq!(tids(&s, "day=2020-01-02"), vec![0, 2, 5]);
+    let bad = ferrite_elf::table::encode_csv_rows(
+        "delta,price,name,day,id\n-3,2.25,nobody,2020-01-02,99\n".as_bytes(),
+        "i.csv",
+        s.schema().unwrap(),
+    );
+    assert!(bad.unwrap_err().to_string().contains("not representable"));
+}

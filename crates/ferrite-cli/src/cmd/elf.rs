@@ -22,6 +22,23 @@ pub enum ElfCommand {
     Query(QueryArgs),
     /// Show an Elf's columns, rows and sizes
     Info(InfoArgs),
+    /// Append CSV rows (same column names) through the crash-safe delta
+    Insert(InsertArgs),
+    /// Merge the delta into a new Elf generation, published atomically
+    Merge(InfoArgs),
+}
+
+#[derive(Args)]
+pub struct InsertArgs {
+    pub pool: PathBuf,
+    /// CSV file with a header naming the Elf's columns
+    #[arg(long)]
+    pub csv: PathBuf,
+    #[arg(long, default_value = "elf")]
+    pub name: String,
+    /// Merge the delta after inserting
+    #[arg(long)]
+    pub merge: bool,
 }
 
 #[derive(Args)]
@@ -145,7 +162,48 @@ pub fn run(c: ElfCommand) -> Result<i32> {
         ElfCommand::Build(a) => build(a),
         ElfCommand::Query(a) => query(a),
         ElfCommand::Info(a) => info(a),
+        ElfCommand::Insert(a) => insert(a),
+        ElfCommand::Merge(a) => merge(a),
     }
+}
+
+fn insert(a: InsertArgs) -> Result<i32> {
+    let store = open_store(&a.pool, &a.name, Variant::Pm)?;
+    let Some(schema) = store.schema() else {
+        bail!("the Elf has no schema (it was built through the API)");
+    };
+    let f = std::fs::File::open(&a.csv).with_context(|| format!("reading {}", a.csv.display()))?;
+    let rows = ferrite_elf::table::encode_csv_rows(f, &a.csv.display().to_string(), schema)
+        .map_err(lift)?;
+    let mut first = None;
+    let mut last = 0;
+    for r in &rows {
+        let t = store.insert(r).map_err(lift)?;
+        first.get_or_insert(t);
+        last = t;
+    }
+    if a.merge {
+        store.merge().map_err(lift)?;
+    }
+    match first {
+        Some(f) => println!("inserted {} rows (TIDs {f}..={last})", rows.len()),
+        None => println!("no rows to insert"),
+    }
+    Ok(0)
+}
+
+fn merge(a: InfoArgs) -> Result<i32> {
+    let store = open_store(&a.pool, &a.name, Variant::Pm)?;
+    let before = store.current().generation;
+    store.merge().map_err(lift)?;
+    let g = store.current();
+    println!(
+        "generation {before} -> {}: {} rows in the Elf, {} in the delta",
+        g.generation,
+        g.base_rows(),
+        g.delta_rows()
+    );
+    Ok(0)
 }
 
 fn build(a: BuildArgs) -> Result<i32> {
