@@ -59,7 +59,8 @@ fn run<F: Fn(u64, u64) + Sync>(threads: u64, ops: u64, f: F) -> (f64, persist::P
 
 struct Locked(RwLock<BTreeMap<Vec<u8>, [u8; 8]>>);
 
-fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) {
+/// Runs the operations on `idx`; returns (lookup, insert, update, scan100) Mops/s.
+fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) -> [f64; 4] {
     let t0 = Instant::now();
     let s0 = persist::thread_stats();
     for i in 0..n {
@@ -96,6 +97,7 @@ fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) {
         st.flushed_lines as f64 / ops as f64,
         su.fences as f64 / ops as f64
     );
+    [lookup, insert, update, scan]
 }
 
 impl OrderedKv for Locked {
@@ -169,13 +171,14 @@ fn main() {
     let ops = args.get(1).copied().unwrap_or(1_000_000);
     let threads = args.get(2).copied().unwrap_or(1);
     let which = std::env::var("MICRO").unwrap_or_else(|_| "ferrite,dram,btree".into());
+    let mut results: Vec<(String, [f64; 4])> = Vec::new();
     if which.contains("ferrite") {
         let path = format!("/dev/shm/ferrite-micro-{}.pool", std::process::id());
         let size = (n + 2 * ops) * 64 + (256 << 20);
         let pool = Pool::create(&path, size, &PoolOptions::default()).unwrap();
         let _ = std::fs::remove_file(&path); // unlinked; the mapping stays
         let idx = FerriteIndex::open_or_create(&pool, "micro").unwrap();
-        bench("ferrite", &idx, n, ops, threads);
+        results.push(("ferrite".into(), bench("ferrite", &idx, n, ops, threads)));
         let m = idx.memory_usage();
         println!(
             "ferrite memory: {:.1} B/record DRAM, {:.1} B/record PM ({} leaves)",
@@ -196,10 +199,33 @@ fn main() {
     }
     if which.contains("dram") {
         let idx = FerriteIndex::volatile((n + 2 * ops) * 64 + (256 << 20)).unwrap();
-        bench("ferrite-dram", &idx, n, ops, threads);
+        results.push((
+            "ferrite-dram".into(),
+            bench("ferrite-dram", &idx, n, ops, threads),
+        ));
     }
     if which.contains("btree") {
         let idx = Locked(RwLock::new(BTreeMap::new()));
-        bench("btreemap", &idx, n, ops, threads);
+        results.push(("btreemap".into(), bench("btreemap", &idx, n, ops, threads)));
+    }
+    if let Ok(path) = std::env::var("MICRO_SVG") {
+        let cats: Vec<String> = ["lookup", "insert", "update", "scan-100 (x10)"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let series: Vec<(String, Vec<f64>)> = results
+            .iter()
+            .map(|(n, r)| (n.clone(), vec![r[0], r[1], r[2], r[3] * 10.0]))
+            .collect();
+        let title = format!(
+            "ferrite-index micro: {n} records, {}-byte keys, {threads} thread(s)",
+            KEY_LEN.with(|k| *k)
+        );
+        std::fs::write(
+            &path,
+            ferrite_report::chart::bar_chart(&title, "Mops/s", &cats, &series),
+        )
+        .unwrap();
+        println!("chart: {path}");
     }
 }
