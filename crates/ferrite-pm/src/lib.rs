@@ -21,6 +21,7 @@ pub mod pool;
 pub mod pptr;
 pub mod sim;
 pub mod targets;
+pub mod temp;
 
 pub use buf::AlignedBuf;
 pub use crash::{
@@ -31,6 +32,7 @@ pub use heap::{Heap, HeapStats, Marker};
 pub use persist::{FlushKind, PersistStats};
 pub use pool::{Durability, ObjectId, ObjectInfo, OpenReport, Pool, PoolOptions};
 pub use pptr::PPtr;
+pub use temp::TempPool;
 
 /// A crash-test target runnable by `ferrite crash-test NAME`.
 pub type CrashTarget = fn(&CrashConfig) -> Result<CrashReport>;

@@ -6,10 +6,10 @@
 //! flushed cache lines per operation, from the thread's persist counters.
 
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ferrite_pm::sim::SplitMix;
-use ferrite_pm::{persist, Pool, PoolOptions};
+use ferrite_pm::{persist, Pool, TempPool};
 use ferrite_report::chart::{self, Series};
 use ferrite_report::{BenchResult, Report};
 
@@ -80,35 +80,6 @@ pub fn pivot(r: &Report) -> String {
         out.push('\n');
     }
     out
-}
-
-/// A pool file removed on drop.
-struct TempPool {
-    pool: Option<Pool>,
-    path: PathBuf,
-}
-
-impl TempPool {
-    fn new(dir: &Path, tag: &str, size: u64) -> Result<TempPool> {
-        let path = dir.join(format!("ferrite-pmio-{tag}-{}.pool", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let pool = Pool::create(&path, size, &PoolOptions::default())?;
-        Ok(TempPool {
-            pool: Some(pool),
-            path,
-        })
-    }
-
-    fn pool(&self) -> &Pool {
-        self.pool.as_ref().expect("pool lives until drop")
-    }
-}
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        self.pool.take();
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 fn environment(r: &mut Report, pool: &Pool) {
@@ -247,7 +218,7 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
     };
     let max = *sizes.iter().max().unwrap_or(&8);
     let seg = ops as usize * LogKind::Classic.entry_bytes(true, max) + 4096;
-    let tp = TempPool::new(&o.pool_dir, "log", 2 * seg as u64 + (64 << 20))?;
+    let tp = TempPool::create(&o.pool_dir, "log", 2 * seg as u64 + (64 << 20))?;
     let pool = tp.pool();
     let mut r = Report::new("log");
     environment(&mut r, pool);
@@ -358,7 +329,7 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
     let page_size = 16 << 10;
     let lines = page_size / 64;
     let pages = 1024usize;
-    let tp = TempPool::new(
+    let tp = TempPool::create(
         &o.pool_dir,
         "page",
         ((pages + 80) * (page_size + 64)) as u64 + (64 << 20),
@@ -571,7 +542,7 @@ fn bench_inplace(o: &BenchOpts) -> Result<BenchOutput> {
     let count = if o.quick { 1 << 16 } else { 1 << 20 };
     let sizes = [16usize, 32, 64];
     let log_seg = ops as usize * 128 + 4096;
-    let tp = TempPool::new(
+    let tp = TempPool::create(
         &o.pool_dir,
         "inplace",
         (count * 192 + 2 * log_seg) as u64 + (64 << 20),
@@ -773,7 +744,7 @@ fn key(i: u64) -> u64 {
 fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
     let ops = o.ops.unwrap_or(1_000_000);
     let n: u64 = if o.quick { 1 << 14 } else { 1 << 17 };
-    let tp = TempPool::new(&o.pool_dir, "interleave", n * LEAF as u64 + (64 << 20))?;
+    let tp = TempPool::create(&o.pool_dir, "interleave", n * LEAF as u64 + (64 << 20))?;
     let pool = tp.pool();
     let id = pool.create_object("bench-leaves", "ferrite.pmio.bench")?;
     let (heap, _) = pool.open_heap(id, |_| Ok(()))?;

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::targets::SlotTable;
-use ferrite_pm::{persist, FlushKind, Pool, PoolOptions};
+use ferrite_pm::{persist, FlushKind, Pool, TempPool};
 use ferrite_report::{chart, BenchResult, Report};
 use serde_json::json;
 
@@ -50,35 +50,6 @@ pub struct AllocArgs {
     pub json: bool,
 }
 
-/// A pool file removed on drop.
-struct TempPool {
-    pool: Option<Pool>,
-    path: PathBuf,
-}
-
-impl TempPool {
-    fn new(dir: &std::path::Path, tag: &str, size: u64) -> Result<TempPool> {
-        let path = dir.join(format!("ferrite-bench-{tag}-{}.pool", std::process::id()));
-        let _ = std::fs::remove_file(&path);
-        let pool = Pool::create(&path, size, &PoolOptions::default())
-            .with_context(|| format!("creating {}", path.display()))?;
-        Ok(TempPool {
-            pool: Some(pool),
-            path,
-        })
-    }
-    fn pool(&self) -> &Pool {
-        self.pool.as_ref().expect("pool lives until drop")
-    }
-}
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        self.pool.take();
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
 fn environment(r: &mut Report, pool: &Pool) {
     let (f, l) = persist::latency_injection();
     r.environment
@@ -103,7 +74,7 @@ pub fn persist(a: PersistArgs) -> Result<i32> {
     if let Some(v) = &a.inject {
         persist::set_latency_injection(v[0], v[1]);
     }
-    let tp = TempPool::new(&a.pool_dir, "persist", a.region + (64 << 20))?;
+    let tp = TempPool::create(&a.pool_dir, "persist", a.region + (64 << 20))?;
     let pool = tp.pool();
     let heap_id = pool.create_object("persist-bench", "ferrite.bench")?;
     let (heap, _) = pool.open_heap(heap_id, |_| Ok(()))?;
@@ -197,7 +168,7 @@ pub fn persist(a: PersistArgs) -> Result<i32> {
 
 /// Allocate(+publish) on the PM heap against the system allocator.
 pub fn alloc(a: AllocArgs) -> Result<i32> {
-    let tp = TempPool::new(
+    let tp = TempPool::create(
         &a.pool_dir,
         "alloc",
         (a.ops * (a.size as u64 + 64)).max(64 << 20) * 2,
