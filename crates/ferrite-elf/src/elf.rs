@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::build::{Built, Meta};
 use crate::cache::{static_top, DynCache, ListCache, NoCache, Policy, Top};
-use crate::error::{ElfError, Result};
+use crate::error::Result;
 use crate::layout::*;
 use crate::query::{Query, QueryStats, Spaces, Walk};
 
@@ -473,10 +473,4 @@ impl std::fmt::Debug for Elf {
 /// Builds a DRAM Elf from column slices (row `i` = TID `i`).
 pub fn build_dram(cols: &[&[u32]]) -> Result<Elf> {
     Ok(Elf::from_built(crate::build::build(cols)?))
-}
-
-impl From<ElfError> for String {
-    fn from(e: ElfError) -> String {
-        e.to_string()
-    }
 }

@@ -158,10 +158,25 @@ pub fn crc(bytes: &[u8]) -> u32 {
     crc32fast::hash(bytes)
 }
 
+/// The on-PM header structs: `repr(C)`, 64 bytes of integer fields with explicit
+/// padding fields, so every byte is initialized and every bit pattern is valid.
+pub trait Header: Copy + private::Sealed {}
+impl Header for ElfHeader {}
+impl Header for Descriptor {}
+impl Header for DeltaHeader {}
+impl Header for SchemaHeader {}
+mod private {
+    pub trait Sealed {}
+    impl Sealed for super::ElfHeader {}
+    impl Sealed for super::Descriptor {}
+    impl Sealed for super::DeltaHeader {}
+    impl Sealed for super::SchemaHeader {}
+}
+
 /// Views a header struct as its bytes.
-pub fn bytes_of<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: T is one of the repr(C) plain-data headers above (no padding bytes
-    // beyond explicit `_pad` fields, all initialized); the slice borrows `v`.
+pub fn bytes_of<T: Header>(v: &T) -> &[u8] {
+    // SAFETY: T is one of the sealed plain-data headers (no implicit padding, all
+    // bytes initialized); the slice borrows `v`.
     unsafe { std::slice::from_raw_parts(v as *const T as *const u8, std::mem::size_of::<T>()) }
 }
 

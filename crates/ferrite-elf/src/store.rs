@@ -112,14 +112,15 @@ pub struct ElfStore {
     merging: Mutex<()>,
 }
 
-fn read_struct<T: Copy>(pool: &Pool, off: u64) -> Result<T> {
+fn read_struct<T: Header>(pool: &Pool, off: u64) -> Result<T> {
     let n = std::mem::size_of::<T>();
     if !pool.contains(off, n) || !off.is_multiple_of(8) {
         return Err(ElfError::Corrupt(format!(
             "block offset {off:#x} out of bounds"
         )));
     }
-    // SAFETY: in bounds and 8-aligned (checked); T is a plain-data header.
+    // SAFETY: in bounds and 8-aligned (checked); T is a sealed plain-data header,
+    // valid for any bit pattern.
     Ok(unsafe { std::ptr::read_volatile(pool.at(off, n) as *const T) })
 }
 
