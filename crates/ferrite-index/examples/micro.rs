@@ -33,6 +33,17 @@ fn key(id: u64) -> Vec<u8> {
     k
 }
 
+/// Minor page faults of this process so far (Linux), to spot faulting phases.
+fn minflt() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 2..];
+            rest.split_whitespace().nth(7)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 /// Runs `ops` calls of `f` over `threads` threads; Mops/s and the threads'
 /// summed persistence counters.
 fn run<F: Fn(u64, u64) + Sync>(threads: u64, ops: u64, f: F) -> (f64, persist::PersistStats) {
@@ -73,14 +84,17 @@ fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) -> [f6
         st.fences as f64 / n as f64,
         st.flushed_lines as f64 / n as f64
     );
+    let f0 = minflt();
     let (lookup, _) = run(threads, ops, |_, i| {
         let mut out = Vec::with_capacity(16);
         let id = mix(i ^ 0x55) % n;
         assert!(idx.get_into(&key(id), &mut out).unwrap());
     });
+    let f1 = minflt();
     let (insert, st) = run(threads, ops, |_, i| {
         idx.insert(&key(n + i), &i.to_le_bytes()).unwrap();
     });
+    let f2 = minflt();
     let (update, su) = run(threads, ops, |_, i| {
         let id = mix(i ^ 0x77) % n;
         idx.update(&key(id), &i.to_le_bytes()).unwrap();
@@ -97,6 +111,14 @@ fn bench(name: &str, idx: &dyn OrderedKv, n: u64, ops: u64, threads: u64) -> [f6
         st.flushed_lines as f64 / ops as f64,
         su.fences as f64 / ops as f64
     );
+    if std::env::var("MICRO_FAULTS").is_ok() {
+        println!(
+            "{name}: minor faults during lookup {}, insert {}, update {}",
+            f1 - f0,
+            f2 - f1,
+            minflt() - f2
+        );
+    }
     [lookup, insert, update, scan]
 }
 
