@@ -263,10 +263,22 @@ impl Node {
     }
 }
 
-/// Where a key routes: the leaf and the low key of its range (None = -inf).
+/// Where a key routes: the leaf, the low key of its range (None = -inf), and
+/// the level-0 node holding it with its child index (for prefetching the leaves
+/// that follow).
 pub struct Route<'t> {
     pub leaf: u64,
     pub low: Option<(&'t Node, usize)>,
+    pub bottom: &'t Node,
+    pub idx: usize,
+}
+
+impl Node {
+    /// Leaf `i` of a level-0 node, if it exists.
+    #[inline]
+    pub fn leaf_at(&self, i: usize) -> Option<u64> {
+        (self.level == 0 && i <= self.n).then(|| self.child(i) as u64)
+    }
 }
 
 impl Route<'_> {
@@ -294,6 +306,8 @@ pub unsafe fn route<'t>(root: *const Node, k: &SearchKey<'_>, le: bool) -> Route
             return Route {
                 leaf: n.child(i) as u64,
                 low,
+                bottom: n,
+                idx: i,
             };
         }
         // SAFETY: children of a live node are live (same snapshot).

@@ -888,7 +888,17 @@ impl FerriteIndex {
             let sw = key_words(&resume);
             let tree = self.root.load(Ordering::Acquire);
             // SAFETY: pinned; published root.
-            let mut off = unsafe { inner::route(tree, &sk, true) }.leaf;
+            let r = unsafe { inner::route(tree, &sk, true) };
+            let mut off = r.leaf;
+            // The leaves that follow in the level-0 node are (almost always) the
+            // next ones of the chain: start loading those the scan will need, so
+            // their misses overlap instead of being paid one by one.
+            for j in 1..=(n / (SLOTS / 2) + 1).min(8) {
+                match r.bottom.leaf_at(r.idx + j) {
+                    Some(o) if self.pool.contains(o, LEAF_SIZE) => self.leaf(o).prefetch(),
+                    _ => break,
+                }
+            }
             // Only the first leaf of a pass holds keys below the start: the
             // chain is in key order.
             let mut filter = true;
@@ -897,9 +907,6 @@ impl FerriteIndex {
                 let Some(next) = self.snapshot(lf, &mut raws) else {
                     continue 'outer;
                 };
-                if next != 0 && self.pool.contains(next, LEAF_SIZE) {
-                    self.leaf(next).prefetch();
-                }
                 if self.sort_raw(&raws, &mut order).is_none() {
                     continue 'outer;
                 }
