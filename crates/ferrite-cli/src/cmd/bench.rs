@@ -158,6 +158,9 @@ pub struct IndexBenchArgs {
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Only redraw the charts of a saved report (its .json) into --out/--stem
+    #[arg(long)]
+    pub replot: Option<PathBuf>,
 }
 
 pub fn run(a: BenchArgs) -> Result<i32> {
@@ -246,7 +249,41 @@ fn op_name(op: Op) -> &'static str {
     }
 }
 
+fn replot(a: &IndexBenchArgs, path: &std::path::Path) -> Result<i32> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let r: Report = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a ferrite bench report", path.display()))?;
+    if r.results.is_empty() || !r.environment.contains_key("workload") {
+        bail!("{} holds no index benchmark results", path.display());
+    }
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut written = Vec::new();
+    for (name, svg) in [
+        (format!("{}.svg", a.stem), Some(throughput_chart(&r, false))),
+        (
+            format!("{}-cpu.svg", a.stem),
+            Some(throughput_chart(&r, true)),
+        ),
+        (
+            format!("{}-latency.svg", a.stem),
+            latency_chart(&r, r.results[0].threads as usize),
+        ),
+    ] {
+        if let Some(svg) = svg {
+            let p = a.out.join(name);
+            std::fs::write(&p, svg).with_context(|| format!("writing {}", p.display()))?;
+            written.push(p.display().to_string());
+        }
+    }
+    println!("charts: {}", written.join(", "));
+    Ok(0)
+}
+
 fn index_bench(a: IndexBenchArgs) -> Result<i32> {
+    if let Some(p) = &a.replot {
+        return replot(&a, p);
+    }
     let skew = a
         .skew
         .unwrap_or(if a.distribution.eq_ignore_ascii_case("ZIPFIAN") {
@@ -485,7 +522,15 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
         "dram_B_per_rec",
         "pm_B_per_rec",
     ];
-    let svg = throughput_chart(&r, &a);
+    let svg = throughput_chart(&r, false);
+    {
+        let p = a.out.join(format!("{}-cpu.svg", a.stem));
+        std::fs::create_dir_all(&a.out)
+            .and_then(|_| std::fs::write(&p, throughput_chart(&r, true)))
+            .with_context(|| format!("writing {}", p.display()))?;
+        r.notes
+            .push(format!("on-CPU throughput chart: {}", p.display()));
+    }
     if let Some(lat) = latency_chart(&r, a.threads[0]) {
         let p = a.out.join(format!("{}-latency.svg", a.stem));
         std::fs::create_dir_all(&a.out)
@@ -581,7 +626,25 @@ fn latency_chart(r: &Report, threads: usize) -> Option<String> {
 }
 
 /// Mops/s per run (and thread count), one bar per index.
-fn throughput_chart(r: &Report, a: &IndexBenchArgs) -> String {
+/// 10000000 -> "10M", 250000 -> "250K".
+fn count_text(n: u64) -> String {
+    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1000 && n.is_multiple_of(1000) {
+        format!("{}K", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+/// `on_cpu` charts operations per on-CPU second instead of wall-clock Mops/s.
+fn throughput_chart(r: &Report, on_cpu: bool) -> String {
+    let w = r.environment.get("workload");
+    let num = |k: &str| {
+        w.and_then(|w| w.get(k))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
     let mut cats: Vec<(String, u32)> = Vec::new();
     for x in &r.results {
         let c = (x.bench.clone(), x.threads);
@@ -595,12 +658,21 @@ fn throughput_chart(r: &Report, a: &IndexBenchArgs) -> String {
             variants.push(x.variant.clone());
         }
     }
-    let multi_t = a.threads.len() > 1;
+    let multi_t = r.results.iter().any(|x| x.threads != r.results[0].threads);
     let labels: Vec<String> = cats
         .iter()
         .map(|(b, t)| {
             if multi_t {
-                format!("{b} {t}t")
+                // Short names: twelve groups share the chart's width.
+                let short = match b.as_str() {
+                    "lookup" => "get",
+                    "update" => "upd",
+                    "insert" => "ins",
+                    "remove" => "del",
+                    "mixed" => "mix",
+                    other => other,
+                };
+                format!("{short} {t}t")
             } else {
                 b.clone()
             }
@@ -615,7 +687,16 @@ fn throughput_chart(r: &Report, a: &IndexBenchArgs) -> String {
                     r.results
                         .iter()
                         .find(|x| &x.bench == b && x.threads == *t && &x.variant == v)
-                        .map_or(0.0, |x| x.mops)
+                        .map_or(0.0, |x| {
+                            if on_cpu {
+                                x.extra
+                                    .get("mops_cpu")
+                                    .and_then(|m| m.as_f64())
+                                    .unwrap_or(0.0)
+                            } else {
+                                x.mops
+                            }
+                        })
                 })
                 .collect();
             (v.clone(), vals)
@@ -623,10 +704,17 @@ fn throughput_chart(r: &Report, a: &IndexBenchArgs) -> String {
         .collect();
     chart::bar_chart(
         &format!(
-            "Index throughput: {} records, {}-byte keys, {}-byte values",
-            a.records, a.key_size, a.value_size
+            "Throughput{}: {} records, {} B keys, {} B values",
+            if on_cpu { " per on-CPU second" } else { "" },
+            count_text(num("records")),
+            num("key_size"),
+            num("value_size")
         ),
-        "Mops/s",
+        if on_cpu {
+            "Mops per on-CPU second of a worker"
+        } else {
+            "Mops/s"
+        },
         &labels,
         &series,
     )
