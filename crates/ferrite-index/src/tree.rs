@@ -1577,8 +1577,34 @@ struct Recovered {
     unlinked: u64,
 }
 
-/// Valid entries of a leaf during recovery: (first slot, wide, key).
-fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<(usize, bool, Vec<u8>)>, PmError> {
+/// A valid entry seen by recovery: its first slot, whether it is wide, its
+/// comparison words and (keys longer than 16 bytes) the whole key.
+struct RecKey<'p> {
+    slot: usize,
+    wide: bool,
+    w: (u64, u64, u32),
+    full: &'p [u8],
+}
+
+impl RecKey<'_> {
+    fn cmp(&self, o: &RecKey<'_>) -> std::cmp::Ordering {
+        cmp_words(self.w, o.w, self.full, o.full)
+    }
+
+    fn to_vec(&self) -> Vec<u8> {
+        if self.w.2 as usize > WIDE_INLINE_MAX {
+            return self.full.to_vec();
+        }
+        let mut kb = [0u8; 16];
+        kb[..8].copy_from_slice(&self.w.0.to_be_bytes());
+        kb[8..].copy_from_slice(&self.w.1.to_be_bytes());
+        kb[..self.w.2 as usize].to_vec()
+    }
+}
+
+/// Valid entries of a leaf during recovery (validated: a malformed entry or a
+/// bad out-of-line block is corruption).
+fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<RecKey<'_>>, PmError> {
     let h = lf.hdrs();
     let mut out = Vec::new();
     for slot in 0..SLOTS {
@@ -1587,29 +1613,33 @@ fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<(usize, bool, Vec<u8>)>, PmErr
         }
         let bad = || corrupt(format!("leaf {:#x} slot {slot}: malformed entry", lf.off));
         let r = read_raw(lf, &h, slot).ok_or_else(bad)?;
-        let key = if r.key_ool() {
+        let (second, full) = if r.key_ool() {
             let b = ool_bytes(pool, r.k2).ok_or_else(bad)?;
             if b.len() != r.klen as usize {
                 return Err(bad());
             }
-            b.to_vec()
+            (suffix_of(b), b)
+        } else if r.wide() {
+            (r.k2, &[][..])
         } else {
-            let mut kb = [0u8; 16];
-            kb[..8].copy_from_slice(&r.kw.to_be_bytes());
-            kb[8..].copy_from_slice(&r.k2.to_be_bytes());
-            kb[..r.klen as usize].to_vec()
+            (0, &[][..])
         };
         if r.val_ool() && ool_bytes(pool, r.vw).is_none() {
             return Err(bad());
         }
-        out.push((slot, r.wide(), key));
+        out.push(RecKey {
+            slot,
+            wide: r.wide(),
+            w: r.sort_words(second),
+            full,
+        });
     }
     // A continuation without its first slot is corrupt too.
     for slot in 0..SLOTS {
         let (l, s) = (slot / PER_LINE, slot % PER_LINE);
         if hdr_valid(h[l]) & (1 << s) != 0
             && hdr_desc(h[l], s) == DESC_CONT
-            && (s == 0 || !out.iter().any(|e| e.0 == slot - 1 && e.1))
+            && (s == 0 || !out.iter().any(|e| e.slot == slot - 1 && e.wide))
         {
             return Err(corrupt(format!(
                 "leaf {:#x} slot {slot}: stray continuation",
@@ -1656,8 +1686,7 @@ fn recover(
         Ok(lf)
     };
     // Per leaf: fix a pending cross-line move, reset the lock.
-    type Keys = Vec<(usize, bool, Vec<u8>)>;
-    let prepare = |lf: Leaf, rec: &mut Recovered| -> Result<Keys, PmError> {
+    let prepare = |lf: Leaf, rec: &mut Recovered| -> Result<Vec<RecKey<'_>>, PmError> {
         lf.lock_word().store(0, Ordering::Relaxed);
         let pend = lf.w(W_PENDING).load(Ordering::Relaxed);
         if pend & PENDING_MARK != 0 {
@@ -1722,14 +1751,14 @@ fn recover(
             rec.unlinked += 1;
             continue;
         }
-        let min = keys.iter().map(|k| &k.2).min().expect("non-empty").clone();
+        let min = keys.iter().min_by(|a, b| a.cmp(b)).expect("non-empty");
         // An interrupted split leaves the upper half in both leaves: every key
         // of `prev` is below every key of its successor otherwise.
         let mut hdrs = prev.0.hdrs();
         let before = hdrs;
-        prev.1.retain(|(slot, wide, k)| {
-            if *k >= min {
-                clear_entry(&mut hdrs, *slot, *wide);
+        prev.1.retain(|k| {
+            if k.cmp(min) != std::cmp::Ordering::Less {
+                clear_entry(&mut hdrs, k.slot, k.wide);
                 false
             } else {
                 true
@@ -1747,7 +1776,7 @@ fn recover(
         m.mark(prev.0.off)?;
         rec.keys += mark_entries(m, prev.0)?;
         rec.leaves.push((prev_low.take(), prev.0.off));
-        prev_low = Some(Sep::from_key(&min));
+        prev_low = Some(Sep::from_key(&min.to_vec()));
         prev = (cur, keys);
     }
     m.mark(prev.0.off)?;
