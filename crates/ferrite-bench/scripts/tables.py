@@ -2,7 +2,9 @@
 """Markdown tables for docs/fragments/bench-benchmarks.md from the JSON that
 crates/ferrite-bench/scripts/benchmarks.sh leaves in its output directory.
 
-    python3 crates/ferrite-bench/scripts/tables.py bench-out/docs
+    python3 crates/ferrite-bench/scripts/tables.py bench-out/docs [SECTION]
+
+SECTION (default all): peers, 8b, latency, memory, keys, adapter.
 """
 import json
 import statistics
@@ -62,7 +64,12 @@ def compare_table(stem, title):
     if not r:
         return
     env = r["environment"]
-    print(f"{title} (`{r['command'].split('/')[-1]}`; load average before/after: "
+    parts = r["command"].split()
+    parts[0] = "ferrite"
+    if "--out" in parts:
+        i = parts.index("--out")
+        del parts[i:i + 2]
+    print(f"{title} (`{' '.join(parts)}`; load average before/after: "
           f"{env.get('loadavg_before')} / {env.get('loadavg_after')} on {env.get('cpus')} cores)\n")
     variants = list(dict.fromkeys(x["variant"] for x in r["results"]))
     print("| op | threads | " + " | ".join(variants) + " |")
@@ -130,11 +137,17 @@ def adapter_table():
 
 
 if __name__ == "__main__":
-    peers_table()
-    r8 = compare_table("pibench-8b", "8-byte keys and values, 10 M records, 2 M operations per run")
-    if r8:
-        latency_table(r8, 1)
-    r16 = compare_table("pibench-k16", "16-byte string keys")
-    r64 = compare_table("pibench-k64", "64-byte string keys")
-    memory_table([("8 B", r8), ("16 B", r16), ("64 B", r64)])
-    adapter_table()
+    sec = sys.argv[2] if len(sys.argv) > 2 else "all"
+    if sec in ("all", "peers"):
+        peers_table()
+    if sec in ("all", "8b"):
+        compare_table("pibench-8b", "8-byte keys and values, 10 M records, 2 M operations per run")
+    if sec in ("all", "latency") and load("pibench-8b"):
+        latency_table(load("pibench-8b"), 1)
+    if sec in ("all", "keys"):
+        compare_table("pibench-k16", "16-byte string keys")
+        compare_table("pibench-k64", "64-byte string keys")
+    if sec in ("all", "memory"):
+        memory_table([("8 B", load("pibench-8b")), ("16 B", load("pibench-k16")), ("64 B", load("pibench-k64"))])
+    if sec in ("all", "adapter"):
+        adapter_table()
