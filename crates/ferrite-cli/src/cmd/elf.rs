@@ -361,30 +361,33 @@ fn info(a: InfoArgs) -> Result<i32> {
         "elf_bytes": g.elf.base_bytes(),
         "columns": cols,
     });
+    let mut out = String::new();
     if a.json {
-        println!("{v}");
+        out.push_str(&format!("{v}\n"));
     } else {
-        println!(
-            "Elf {:?}: generation {}, {} rows ({} in the Elf, {} in the delta), {}",
+        out.push_str(&format!(
+            "Elf {:?}: generation {}, {} rows ({} in the Elf, {} in the delta), {}\n",
             a.name,
             g.generation,
             g.base_rows() + g.delta_rows(),
             g.base_rows(),
             g.delta_rows(),
             human(g.elf.base_bytes() as u64)
-        );
+        ));
         for c in cols {
-            println!(
-                "  {:<20} {}{}",
+            out.push_str(&format!(
+                "  {:<20} {}{}\n",
                 c["name"].as_str().unwrap_or(""),
                 c["kind"].as_str().unwrap_or(""),
                 c["dictionary"]
                     .as_u64()
                     .map(|d| format!(", {d} distinct"))
                     .unwrap_or_default()
-            );
+            ));
         }
     }
+    // A closed pipe (`| head`) is not an error.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(0)
 }
 
