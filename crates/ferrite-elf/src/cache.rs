@@ -434,3 +434,65 @@ pub fn static_top(base: &[u32], meta: &Meta, levels: usize) -> Result<Top> {
         root_off,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(n: usize, seed: u32) -> Vec<u32> {
+        (0..n as u32).map(|i| i ^ seed).collect()
+    }
+
+    #[test]
+    fn every_policy_stays_within_its_budget() {
+        for p in Policy::ALL {
+            let c = DynCache::new(p, 4096, 2);
+            for off in 0..500u32 {
+                let l = list(10 + (off as usize % 20), off);
+                if c.get(off % 37).is_none() {
+                    c.admit(off, &l, off);
+                }
+                assert!(c.bytes() <= 4096, "{p:?}: {} bytes", c.bytes());
+            }
+            assert!(!c.is_empty(), "{p:?} cached nothing");
+            // What a hit returns is what was admitted.
+            for off in 0..500u32 {
+                if let Some(l) = c.get(off) {
+                    assert_eq!(&*l, &list(l.len(), off)[..], "{p:?} offset {off}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn naive_never_evicts_and_lla_keeps_the_likeliest() {
+        let c = DynCache::new(Policy::Naive, 1000, 1);
+        for off in 0..100u32 {
+            c.admit(off, &list(20, off), 1);
+        }
+        let kept: Vec<u32> = (0..100).filter(|&o| c.get(o).is_some()).collect();
+        assert_eq!(kept, (0..kept.len() as u32).collect::<Vec<_>>());
+
+        let c = DynCache::new(Policy::Lla, 1000, 1);
+        for off in 0..100u32 {
+            c.admit(off, &list(20, off), off);
+        }
+        let kept: Vec<u32> = (0..100).filter(|&o| c.get(o).is_some()).collect();
+        assert!(!kept.is_empty());
+        let lowest = kept[0];
+        assert!(kept.iter().all(|&o| o >= lowest));
+        assert_eq!(*kept.last().unwrap(), 99, "the most likely list is cached");
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used() {
+        let c = DynCache::new(Policy::Lru, 3 * cost(10), 1);
+        for off in 0..3u32 {
+            c.admit(off, &list(10, off), 0);
+        }
+        assert!(c.get(0).is_some()); // 1 is now the oldest
+        c.admit(3, &list(10, 3), 0);
+        assert!(c.get(1).is_none());
+        assert!(c.get(0).is_some() && c.get(2).is_some() && c.get(3).is_some());
+    }
+}
