@@ -376,6 +376,28 @@ impl Elf {
                 _ => Vec::new(),
             }
         };
+        // Few first-level subtrees (e.g. column 0 fixed): split one level deeper,
+        // twice at most, so that every thread gets work.
+        let mut items = items;
+        for _ in 0..2 {
+            if items.len() >= 4 * threads || items.iter().all(|&(l, _)| l + 1 >= meta.ncols) {
+                break;
+            }
+            let mut w = Walk {
+                s: self.spaces(),
+                meta,
+                q: &q.bounds,
+                cache,
+                emit: |_| {},
+                st: QueryStats::default(),
+                read_ns: self.read_ns(),
+            };
+            let mut next = Vec::with_capacity(items.len() * 8);
+            for &(l, c) in &items {
+                w.expand(l, c, &mut next);
+            }
+            items = next;
+        }
         let threads = threads.clamp(1, items.len().max(1));
         let next = AtomicUsize::new(0);
         std::thread::scope(|s| {

@@ -190,6 +190,25 @@ impl<'a, C: ListCache, F: FnMut(u32)> Walk<'a, C, F> {
         dir.iter().copied().filter(|&c| c != EMPTY).collect()
     }
 
+    /// The work items one level below node `c` at `level`: the matching children
+    /// of a DimensionList, or the node itself when it is a MonoList or TIDs.
+    pub fn expand(&mut self, level: usize, c: u32, out: &mut Vec<(usize, u32)>) {
+        if level == self.meta.ncols || c & MONO_CHILD != 0 {
+            out.push((level, c));
+            return;
+        }
+        let w = self.space(level);
+        let off = c as usize;
+        let len = w[off] as usize;
+        let e = &w[off + LIST_HEADER_WORDS..off + LIST_HEADER_WORDS + 2 * len];
+        let (lo, hi) = self.q[level];
+        let mut i = if lo == 0 { 0 } else { lower_bound(e, len, lo) };
+        while i < len && e[2 * i] & PAYLOAD <= hi {
+            out.push((level + 1, e[2 * i + 1]));
+            i += 1;
+        }
+    }
+
     /// Visits the node `c` found in a list at `level - 1`.
     #[inline]
     pub fn visit(&mut self, level: usize, c: u32) {
