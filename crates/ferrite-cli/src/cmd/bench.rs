@@ -113,7 +113,7 @@ pub struct IndexBenchArgs {
     /// Throughput sample interval in milliseconds
     #[arg(long = "sampling_ms", default_value_t = 1000)]
     pub sampling_ms: u64,
-    /// Pool file for `ferrite` (kept afterwards); default: a temporary pool in --pool_dir
+    /// Pool file for `ferrite` (kept afterwards); default: a temporary pool in --pool-dir
     #[arg(long = "pool_path")]
     pub pool_path: Option<PathBuf>,
     /// Pool size (e.g. 4G); default: sized from -n and -p
@@ -302,6 +302,18 @@ fn index_bench(a: IndexBenchArgs) -> Result<i32> {
         (None, Some(c)) => c.clone(),
         (None, None) => DEFAULT_COMPARE.iter().map(|s| s.to_string()).collect(),
     };
+    if let Some(bad) = variants
+        .iter()
+        .find(|v| !ferrite_bench::VARIANTS.contains(&v.as_str()))
+    {
+        bail!(
+            "unknown index {bad:?} (known: {})",
+            ferrite_bench::VARIANTS.join(", ")
+        );
+    }
+    if a.scan_size == 0 && jobs.iter().any(|j| j.mix.scan > 0.0) {
+        bail!("--scan_size must be at least 1");
+    }
     if a.skip_load && a.pool_path.is_none() {
         bail!("--skip_load needs --pool_path (the pool holding the loaded index)");
     }
