@@ -199,3 +199,37 @@ fn check_finds_corrupt_objects() {
 fn find_heap_off(b: &[u8]) -> u64 {
     u64::from_le_bytes(b[64..72].try_into().unwrap())
 }
+
+/// `check` dry-runs each structure's recovery on a private copy: an intact Elf
+/// passes, a damaged one is reported (exit 2), and the file is never modified.
+#[test]
+fn check_verifies_elf_objects_without_modifying_the_pool() {
+    let p = Tmp::new("elfcheck");
+    let csv = std::env::temp_dir().join(format!("ferrite-cli-{}-check.csv", std::process::id()));
+    std::fs::write(&csv, "a,b,c\n1,2,3\n1,2,4\n5,6,7\n1,9,3\n").unwrap();
+    assert!(ferrite(&["create", p.s(), "--size", "8M"]).status.success());
+    let o = ferrite(&["elf", "build", p.s(), "--csv", csv.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let _ = std::fs::remove_file(&csv);
+    let before = std::fs::read(&p.0).unwrap();
+    let o = ferrite(&["check", p.s(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["objects"][0]["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("ok: 4 rows"),
+        "{v}"
+    );
+    assert_eq!(std::fs::read(&p.0).unwrap(), before, "check must not write");
+    let mut b = before.clone();
+    let heap = find_heap_off(&b) as usize;
+    for x in &mut b[heap..heap + 512] {
+        *x ^= 0x5a;
+    }
+    std::fs::write(&p.0, &b).unwrap();
+    let o = ferrite(&["check", p.s()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("CORRUPT"));
+}

@@ -5,11 +5,11 @@
 //! costs `base_lines_per_q` (cache lines read from the base array: PM for a PM
 //! Elf) and `dram_nodes_per_q`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ferrite_pm::sim::SplitMix;
-use ferrite_pm::{persist, Pool, PoolOptions};
+use ferrite_pm::{persist, TempPool};
 use ferrite_report::{chart, BenchResult, Report};
 use serde_json::json;
 
@@ -47,37 +47,6 @@ pub struct BenchConfig {
     pub grid_rows: usize,
     /// Directory for the query file handed to DuckDB.
     pub out: PathBuf,
-}
-
-/// A removable pool file.
-struct TempPool {
-    pool: Option<Pool>,
-    path: PathBuf,
-}
-
-impl TempPool {
-    fn new(dir: &Path, tag: &str, size: u64) -> Result<TempPool> {
-        let path = dir.join(format!(
-            "ferrite-elf-bench-{tag}-{}.pool",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
-        let pool = Pool::create(&path, size, &PoolOptions::default())?;
-        Ok(TempPool {
-            pool: Some(pool),
-            path,
-        })
-    }
-    fn pool(&self) -> &Pool {
-        self.pool.as_ref().expect("pool lives until drop")
-    }
-}
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        self.pool.take();
-        let _ = std::fs::remove_file(&self.path);
-    }
 }
 
 /// Zipf(theta) over ranks 0..n: rank r has weight 1/(r+1)^theta.
@@ -351,7 +320,11 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
         let built = build(&slices)?;
         let dram_s = t.secs();
         let words = built.words.len();
-        let tp = TempPool::new(&cfg.pool_dir, "uniform", pool_size_for(words) + (256 << 20))?;
+        let tp = TempPool::create(
+            &cfg.pool_dir,
+            "elf-bench-uniform",
+            pool_size_for(words) + (256 << 20),
+        )?;
         let t = CpuTimer::start();
         let built2 = build(&slices)?;
         let before = persist::thread_stats();
@@ -867,9 +840,9 @@ fn tpch(
     let t = Instant::now();
     let built = build(&table.slices())?;
     let build_s = t.elapsed().as_secs_f64();
-    let tp = TempPool::new(
+    let tp = TempPool::create(
         &cfg.pool_dir,
-        "tpch",
+        "elf-bench-tpch",
         pool_size_for(built.words.len()) + (256 << 20),
     )?;
     let store = ElfStore::create(
