@@ -137,9 +137,9 @@ pub struct PersistStats {
     pub flushed_lines: u64,
     /// Bytes written with non-temporal stores.
     pub nt_bytes: u64,
-    /// Write-backs that started at the line this thread wrote back just before:
-    /// the pattern that is very slow on Optane (persisting one line twice in a
-    /// row) and that cache-line padding avoids.
+    /// Write-backs of a line this thread already wrote back within the last three
+    /// persist barriers: the pattern that is very slow on Optane (persisting one
+    /// line twice in a row) and that padding and dancing fields avoid.
     pub repeated_lines: u64,
 }
 
@@ -197,9 +197,17 @@ static INJECT_FENCE_NS: AtomicU64 = AtomicU64::new(0);
 static INJECT_LINE_NS: AtomicU64 = AtomicU64::new(0);
 static INJECT_REPEAT_NS: AtomicU64 = AtomicU64::new(0);
 
+/// Lines written back recently by this thread, with the fence count at the time:
+/// a ring big enough for the write-backs of a few log appends.
+const RECENT: usize = 16;
+/// A write-back counts as "still in flight" until this many barriers followed
+/// it: enough that a log re-persisting its size field every second barrier
+/// (Header) is caught, as on Optane, and a rotating ("dancing") one is not.
+const REPEAT_WINDOW: u64 = 3;
+
 thread_local! {
-    /// Last line this thread wrote back (for the repeated-line model).
-    static LAST_LINE: Cell<usize> = const { Cell::new(usize::MAX) };
+    static RECENT_LINES: Cell<([(usize, u64); RECENT], usize)> =
+        const { Cell::new(([(usize::MAX, 0); RECENT], 0)) };
 }
 
 /// Adds a busy-wait of `fence_ns` per fence and `line_ns` per flushed line, to
@@ -210,10 +218,11 @@ pub fn set_latency_injection(fence_ns: u64, line_ns: u64) {
     INJECT_LINE_NS.store(line_ns, Ordering::Relaxed);
 }
 
-/// Models Optane's penalty for persisting the same cache line twice in a row
-/// (thesis ch. 3, "PMem characteristics"), which DRAM-backed emulation does not
-/// have: a write-back whose first line is the line this thread wrote back last
-/// waits `ns` more. Off (0) by default; tools print it whenever it is on.
+/// Models Optane's penalty for persisting a cache line again while its previous
+/// write-back is still in flight (thesis ch. 3, "PMem characteristics"), which
+/// DRAM-backed emulation does not have: a write-back of a line this thread wrote
+/// back within the last three persist barriers waits `ns` more. Off (0) by
+/// default; tools print it whenever it is on.
 pub fn set_repeat_line_injection(ns: u64) {
     INJECT_REPEAT_NS.store(ns, Ordering::Relaxed);
 }
@@ -266,11 +275,27 @@ pub unsafe fn flush_range(kind: FlushKind, ptr: *const u8, len: usize) {
     note_line_run(start / CACHE_LINE, (end - 1) / CACHE_LINE);
 }
 
-/// Counts (and, when modelled, delays) a write-back starting at the line this
-/// thread wrote back last.
+/// Counts (and, when modelled, delays) a write-back of lines `first..=last`
+/// when one of its end lines was written back within the last three fences.
 #[inline]
 fn note_line_run(first: usize, last: usize) {
-    if LAST_LINE.with(|l| l.replace(last)) == first {
+    let now = FENCES.with(Cell::get);
+    let hit = RECENT_LINES.with(|r| {
+        let (mut ring, mut next) = r.get();
+        let hit = ring
+            .iter()
+            .any(|&(l, f)| (l == first || l == last) && f + REPEAT_WINDOW > now);
+        for l in [first, last] {
+            ring[next] = (l, now);
+            next = (next + 1) % RECENT;
+            if first == last {
+                break;
+            }
+        }
+        r.set((ring, next));
+        hit
+    });
+    if hit {
         REPEATS.with(|c| c.set(c.get() + 1));
         let ns = INJECT_REPEAT_NS.load(Ordering::Relaxed);
         if ns != 0 {
@@ -422,16 +447,47 @@ mod tests {
         let p = buf.as_ptr() as usize;
         let base = ((p + 63) & !63) - p;
         let at = |o: usize| buf[base + o..].as_ptr();
-        let before = thread_stats();
-        // SAFETY: every range below lies inside `buf`.
-        unsafe {
-            flush_range(FlushKind::Eadr, at(0), 8); // line 0
-            flush_range(FlushKind::Eadr, at(8), 8); // line 0 again: repeat
-            flush_range(FlushKind::Eadr, at(60), 10); // lines 0..1: starts at 0 again
-            flush_range(FlushKind::Eadr, at(64), 8); // line 1 = last of previous: repeat
-            flush_range(FlushKind::Eadr, at(192), 8); // line 3: new
-        }
-        assert_eq!(thread_stats().since(before).repeated_lines, 3);
+        let flush = |o: usize, n: usize| {
+            // SAFETY: every range used below lies inside `buf`.
+            unsafe { flush_range(FlushKind::Eadr, at(o), n) }
+        };
+        let repeats = |f: &dyn Fn()| {
+            let before = thread_stats();
+            f();
+            thread_stats().since(before).repeated_lines
+        };
+        fence();
+        fence();
+        fence();
+        assert_eq!(repeats(&|| flush(0, 8)), 0, "first write-back of line 0");
+        assert_eq!(repeats(&|| flush(8, 8)), 1, "line 0 again, same epoch");
+        fence();
+        assert_eq!(
+            repeats(&|| flush(60, 10)),
+            1,
+            "lines 0..1, one barrier later"
+        );
+        fence();
+        assert_eq!(
+            repeats(&|| flush(64, 8)),
+            1,
+            "line 1, flushed before the last barrier"
+        );
+        assert_eq!(repeats(&|| flush(192, 8)), 0, "line 3 is new");
+        fence();
+        assert_eq!(
+            repeats(&|| flush(192, 8)),
+            1,
+            "two barriers later it is still in flight"
+        );
+        fence();
+        fence();
+        fence();
+        assert_eq!(
+            repeats(&|| flush(192, 8)),
+            0,
+            "three barriers later it is settled"
+        );
     }
 
     #[test]

@@ -104,7 +104,7 @@ fn environment(r: &mut Report, pool: &Pool) {
         .insert("latency_injection_repeat_line_ns".into(), rep.into());
     if rep != 0 {
         r.notes.push(format!(
-            "REPEATED-LINE INJECTION ON: +{rep} ns when a write-back starts at the line last written back (models Optane)"
+            "REPEATED-LINE INJECTION ON: +{rep} ns when a line is written back again within three barriers (models Optane)"
         ));
     }
 }
@@ -139,7 +139,8 @@ impl CpuTimer {
 }
 
 /// Mops/s, fences/op, flushed lines/op, non-temporal bytes/op.
-type M = (f64, f64, f64, f64);
+/// (Mops/s, fences, flushed lines, nt bytes, repeated-line write-backs) per op.
+type M = (f64, f64, f64, f64, f64);
 
 /// Runs `n` operations and returns their [`M`].
 fn measure(n: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<M> {
@@ -155,6 +156,7 @@ fn measure(n: u64, mut op: impl FnMut(u64) -> Result<()>) -> Result<M> {
         d.fences as f64 / n as f64,
         d.flushed_lines as f64 / n as f64,
         d.nt_bytes as f64 / n as f64,
+        d.repeated_lines as f64 / n as f64,
     ))
 }
 
@@ -173,10 +175,11 @@ fn median(
     Ok(v[v.len() / 2])
 }
 
-fn cell(bench: &str, variant: &str, param: usize, (mops, f, l, nt): M) -> BenchResult {
+fn cell(bench: &str, variant: &str, param: usize, (mops, f, l, nt, rp): M) -> BenchResult {
     let r = BenchResult::new(bench, variant, Some(param.into()), 1, mops)
         .with("fences_per_op", f)
-        .with("lines_per_op", l);
+        .with("lines_per_op", l)
+        .with("repeated_lines_per_op", rp);
     if nt > 0.0 {
         r.with("nt_bytes_per_op", nt)
     } else {
@@ -254,7 +257,7 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
                 let payload = vec![0x5au8; 64];
                 let group: Vec<&[u8]> = (0..8).map(|_| payload.as_slice()).collect();
                 let log = std::cell::RefCell::new(&mut log);
-                let (mops, f, l, nt) = median(
+                let (mops, f, l, nt, rp) = median(
                     o.reps,
                     || log.borrow_mut().reset(),
                     || {
@@ -266,7 +269,7 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
                     "group-of-8",
                     kind.name(),
                     64,
-                    (mops * 8.0, f / 8.0, l / 8.0, nt / 8.0),
+                    (mops * 8.0, f / 8.0, l / 8.0, nt / 8.0, rp / 8.0),
                 ));
             }
             drop(log);
@@ -308,7 +311,7 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
     Ok(BenchOutput {
         report: r,
         svg,
-        extra_cols: vec!["fences_per_op", "lines_per_op"],
+        extra_cols: vec!["fences_per_op", "lines_per_op", "repeated_lines_per_op"],
     })
 }
 
@@ -512,6 +515,7 @@ fn page_threads(
                         total.fences as f64 / done,
                         total.flushed_lines as f64 / done,
                         total.nt_bytes as f64 / done,
+                        total.repeated_lines as f64 / done,
                     ))
                 },
             )?;
@@ -829,6 +833,7 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
                 d.fences as f64 / ops as f64,
                 d.flushed_lines as f64 / ops as f64,
                 d.nt_bytes as f64 / ops as f64,
+                d.repeated_lines as f64 / ops as f64,
             ))
         };
         let ins = median(
@@ -874,7 +879,7 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
                 },
                 |_| {},
             );
-            Ok((ops as f64 / t.secs() / 1e6, 0.0, 0.0, 0.0))
+            Ok((ops as f64 / t.secs() / 1e6, 0.0, 0.0, 0.0, 0.0))
         };
         let look = median(o.reps, || Ok(()), run_lookups)?;
         look_pts.push((g as f64, look.0 / base_look.0));

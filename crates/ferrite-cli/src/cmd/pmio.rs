@@ -25,8 +25,9 @@ pub struct PmioBenchArgs {
     /// Latency injection: ns added per fence and per flushed line (models slower PM)
     #[arg(long, num_args = 2, value_names = ["FENCE_NS", "LINE_NS"])]
     pub inject: Option<Vec<u64>>,
-    /// Model Optane's penalty for persisting the same line twice in a row: ns
-    /// added when a write-back starts at the line this thread wrote back last
+    /// Model Optane's penalty for persisting a line again while its previous
+    /// write-back is in flight: ns added when a line is written back again
+    /// within three persist barriers
     #[arg(long, value_name = "NS")]
     pub inject_repeat: Option<u64>,
     /// Fewer parameter points (smoke test)
