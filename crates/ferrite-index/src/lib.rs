@@ -8,6 +8,7 @@ pub mod inner;
 pub mod kv;
 pub mod leaf;
 pub mod tree;
+pub mod vlock;
 
 pub use kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
 pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, INDEX_TYPE};

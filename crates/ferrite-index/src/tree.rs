@@ -21,6 +21,7 @@ use crate::kv::{
     check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
 };
 use crate::leaf::*;
+use crate::vlock;
 
 /// Type name of index objects in the pool's root directory.
 pub const INDEX_TYPE: &str = "ferrite.index";
@@ -128,11 +129,7 @@ struct Locked {
 
 impl Drop for Locked {
     fn drop(&mut self) {
-        let mut nv = if self.dirty { self.v + 4 } else { self.v };
-        if self.obsolete {
-            nv |= 2;
-        }
-        self.lf.lock_word().store(nv, Ordering::Release);
+        vlock::unlock(self.lf.lock_word(), self.v, self.dirty, self.obsolete);
     }
 }
 
@@ -538,60 +535,30 @@ impl FerriteIndex {
     /// Spins until `lf` is unlocked; its version, or None when it is obsolete.
     #[inline]
     fn read_begin(&self, lf: Leaf) -> Option<u64> {
-        loop {
-            let v = lf.lock_word().load(Ordering::Acquire);
-            if v & 2 != 0 {
-                return None;
-            }
-            if v & 1 == 0 {
-                return Some(v);
-            }
-            std::hint::spin_loop();
-        }
+        vlock::read_begin(lf.lock_word())
     }
 
     #[inline]
     fn validate(&self, lf: Leaf, v: u64) -> bool {
-        lf.lock_word().load(Ordering::Acquire) == v
+        vlock::validate(lf.lock_word(), v)
     }
 
     fn lock(&self, lf: Leaf) -> Option<Locked> {
-        loop {
-            let v = lf.lock_word().load(Ordering::Relaxed);
-            if v & 2 != 0 {
-                return None;
-            }
-            if v & 1 == 0
-                && lf
-                    .lock_word()
-                    .compare_exchange_weak(v, v | 1, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                return Some(Locked {
-                    lf,
-                    v,
-                    dirty: false,
-                    obsolete: false,
-                });
-            }
-            std::hint::spin_loop();
-        }
+        vlock::lock(lf.lock_word()).map(|v| Locked {
+            lf,
+            v,
+            dirty: false,
+            obsolete: false,
+        })
     }
 
     fn try_lock(&self, lf: Leaf) -> Option<Locked> {
-        let v = lf.lock_word().load(Ordering::Relaxed);
-        if v & 3 != 0 {
-            return None;
-        }
-        lf.lock_word()
-            .compare_exchange(v, v | 1, Ordering::Acquire, Ordering::Relaxed)
-            .ok()
-            .map(|_| Locked {
-                lf,
-                v,
-                dirty: false,
-                obsolete: false,
-            })
+        vlock::try_lock(lf.lock_word()).map(|v| Locked {
+            lf,
+            v,
+            dirty: false,
+            obsolete: false,
+        })
     }
 
     /// Locks the leaf whose range holds `sk`.
