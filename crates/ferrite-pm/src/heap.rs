@@ -155,7 +155,18 @@ pub struct Marker<'p> {
     live_bytes: u64,
 }
 
-impl Marker<'_> {
+impl<'p> Marker<'p> {
+    fn new(pool: &'p Pool, id: ObjectId, name: String) -> Marker<'p> {
+        Marker {
+            pool,
+            owner: id.0,
+            name,
+            marks: HashMap::new(),
+            live_blocks: 0,
+            live_bytes: 0,
+        }
+    }
+
     /// Marks the block starting at `off`. Returns `Ok(true)` when newly marked,
     /// `Ok(false)` when it was already marked (so tracers of shared or cyclic
     /// structures can stop), and an error when `off` is not the start of a block
@@ -207,6 +218,13 @@ impl Marker<'_> {
 }
 
 impl Pool {
+    fn object_info(&self, id: ObjectId) -> Result<crate::pool::ObjectInfo> {
+        self.objects()
+            .into_iter()
+            .find(|o| o.id == id)
+            .ok_or_else(|| PmError::Invalid(format!("object id {} does not exist", id.0)))
+    }
+
     /// Traces object `id` without opening its heap (read-only pools too): checks
     /// that every pointer the tracer follows is a block of the object.
     pub fn verify_heap(
@@ -214,19 +232,8 @@ impl Pool {
         id: ObjectId,
         trace: impl FnOnce(&mut Marker<'_>) -> Result<()>,
     ) -> Result<HeapStats> {
-        let info = self
-            .objects()
-            .into_iter()
-            .find(|o| o.id == id)
-            .ok_or_else(|| PmError::Invalid(format!("object id {} does not exist", id.0)))?;
-        let mut marker = Marker {
-            pool: self,
-            owner: id.0,
-            name: info.name,
-            marks: HashMap::new(),
-            live_blocks: 0,
-            live_bytes: 0,
-        };
+        let info = self.object_info(id)?;
+        let mut marker = Marker::new(self, id, info.name);
         trace(&mut marker)?;
         let chunks = self
             .chunks_by_owner()
@@ -250,11 +257,7 @@ impl Pool {
         trace: impl FnOnce(&mut Marker<'_>) -> Result<()>,
     ) -> Result<(Heap, HeapStats)> {
         self.writable()?;
-        let info = self
-            .objects()
-            .into_iter()
-            .find(|o| o.id == id)
-            .ok_or_else(|| PmError::Invalid(format!("object id {} does not exist", id.0)))?;
+        let info = self.object_info(id)?;
         if !self.inner.open_heaps.lock().unwrap().insert(id.0) {
             return Err(PmError::HeapBusy(info.name));
         }
@@ -267,14 +270,7 @@ impl Pool {
                 .map(|_| Mutex::new(ClassState::default()))
                 .collect(),
         });
-        let mut marker = Marker {
-            pool: self,
-            owner: id.0,
-            name: info.name,
-            marks: HashMap::new(),
-            live_blocks: 0,
-            live_bytes: 0,
-        };
+        let mut marker = Marker::new(self, id, info.name);
         trace(&mut marker)?;
         let mut stats = HeapStats {
             live_blocks: marker.live_blocks,
