@@ -153,11 +153,12 @@ impl OrderedKv for Locked {
             .map(|v| *v = value.try_into().unwrap())
             .is_some())
     }
-    fn upsert(&self, _: &[u8], _: &[u8]) -> ferrite_index::KvResult<bool> {
-        unimplemented!()
+    fn upsert(&self, key: &[u8], value: &[u8]) -> ferrite_index::KvResult<bool> {
+        let v = value.try_into().map_err(|_| bad_value())?;
+        Ok(self.0.write().unwrap().insert(key.to_vec(), v).is_none())
     }
-    fn remove(&self, _: &[u8]) -> ferrite_index::KvResult<bool> {
-        unimplemented!()
+    fn remove(&self, key: &[u8]) -> ferrite_index::KvResult<bool> {
+        Ok(self.0.write().unwrap().remove(key).is_some())
     }
     fn count(&self) -> usize {
         self.0.read().unwrap().len()
@@ -176,12 +177,39 @@ impl OrderedKv for Locked {
         }
         Ok(c)
     }
-    fn write_batch(&self, _: &ferrite_index::WriteBatch) -> ferrite_index::KvResult<()> {
-        unimplemented!()
+    fn write_batch(&self, b: &ferrite_index::WriteBatch) -> ferrite_index::KvResult<()> {
+        // Validate first so a bad value leaves the batch unapplied (all-or-nothing).
+        if b.ops
+            .iter()
+            .any(|op| matches!(op, ferrite_index::BatchOp::Put { value, .. } if value.len() != 8))
+        {
+            return Err(bad_value());
+        }
+        let mut m = self.0.write().unwrap();
+        for op in &b.ops {
+            match op {
+                ferrite_index::BatchOp::Put { key, value } => {
+                    m.insert(
+                        key.clone(),
+                        value.as_slice().try_into().map_err(|_| bad_value())?,
+                    );
+                }
+                ferrite_index::BatchOp::Delete { key } => {
+                    m.remove(key);
+                }
+            }
+        }
+        Ok(())
     }
     fn cursor(&self) -> ferrite_index::KvResult<Box<dyn ferrite_index::KvCursor + '_>> {
-        unimplemented!()
+        Err(ferrite_index::KvError::Backend(
+            "the micro benchmark's BTreeMap baseline has no cursor (use ferrite-bench's)".into(),
+        ))
     }
+}
+
+fn bad_value() -> ferrite_index::KvError {
+    ferrite_index::KvError::Backend("the micro baseline stores 8-byte values only".into())
 }
 
 fn main() {
