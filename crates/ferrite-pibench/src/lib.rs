@@ -12,6 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use ferrite_bench::{open_variant, Instance, VariantConfig};
+use ferrite_index::{KvResult, OrderedKv};
 
 /// Default pool size when PiBench passes `--pool_size 0` (tmpfs pages are only
 /// allocated when touched, so a large default costs nothing).
@@ -173,6 +174,28 @@ pub unsafe extern "C" fn ferrite_kv_find(
     })
 }
 
+/// The body of the key+value writes: 1 when `op` returned true, 0 when false,
+/// an error code otherwise.
+///
+/// # Safety
+/// `kv` open; `key`/`value` readable for their lengths.
+unsafe fn write_op(
+    kv: *mut FerriteKv,
+    key: *const c_char,
+    key_len: usize,
+    value: *const c_char,
+    value_len: usize,
+    op: impl FnOnce(&dyn OrderedKv, &[u8], &[u8]) -> KvResult<bool>,
+) -> c_int {
+    guard(|| {
+        // SAFETY: per this function's contract.
+        let (h, k, v) = unsafe { (handle(kv)?, bytes(key, key_len)?, bytes(value, value_len)?) };
+        op(&*h.inst.kv, k, v)
+            .map(c_int::from)
+            .map_err(|e| e.to_string())
+    })
+}
+
 /// # Safety
 /// `kv` open; `key`/`value` readable for their lengths.
 #[no_mangle]
@@ -183,15 +206,12 @@ pub unsafe extern "C" fn ferrite_kv_insert(
     value: *const c_char,
     value_len: usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let (h, k, v) = unsafe { (handle(kv)?, bytes(key, key_len)?, bytes(value, value_len)?) };
-        h.inst
-            .kv
-            .insert(k, v)
-            .map(c_int::from)
-            .map_err(|e| e.to_string())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        write_op(kv, key, key_len, value, value_len, |kv, k, v| {
+            kv.insert(k, v)
+        })
+    }
 }
 
 /// # Safety
@@ -204,15 +224,12 @@ pub unsafe extern "C" fn ferrite_kv_update(
     value: *const c_char,
     value_len: usize,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: per this function's contract.
-        let (h, k, v) = unsafe { (handle(kv)?, bytes(key, key_len)?, bytes(value, value_len)?) };
-        h.inst
-            .kv
-            .update(k, v)
-            .map(c_int::from)
-            .map_err(|e| e.to_string())
-    })
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        write_op(kv, key, key_len, value, value_len, |kv, k, v| {
+            kv.update(k, v)
+        })
+    }
 }
 
 /// # Safety
