@@ -248,19 +248,7 @@ struct WorkerOut {
     cpu: f64,
 }
 
-/// This thread's CPU time in seconds.
-fn thread_cpu_secs() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
+use ferrite_report::timing::thread_cpu_secs;
 
 /// Runs `spec` against a store holding ids `0..key_space`. Inserts take fresh ids
 /// from `next_fresh` (shared across runs, so later runs never re-insert).

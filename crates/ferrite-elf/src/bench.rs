@@ -158,32 +158,8 @@ pub fn make_queries(cols: &[Vec<u32>], kind: Kind, n: usize, seed: u64) -> Vec<Q
         .collect()
 }
 
-/// CPU time of the calling thread: unlike wall time it does not count the time
-/// other processes of a shared machine hold the core.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Seconds of thread CPU time since `start` (single-threaded phases).
-struct CpuTimer(u64);
-
-impl CpuTimer {
-    fn start() -> CpuTimer {
-        CpuTimer(thread_cpu_ns())
-    }
-    fn secs(&self) -> f64 {
-        (thread_cpu_ns() - self.0) as f64 / 1e9
-    }
-}
+pub use ferrite_report::timing::thread_cpu_ns;
+use ferrite_report::timing::CpuTimer;
 
 /// Time per query of a query set (after one warm-up pass), with costs.
 pub struct Measured {

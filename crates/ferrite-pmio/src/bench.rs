@@ -109,34 +109,7 @@ fn environment(r: &mut Report, pool: &Pool) {
     }
 }
 
-/// CPU time of the calling thread: on a machine shared with other jobs it
-/// excludes the time the benchmark thread was not running, which wall-clock time
-/// would charge to whatever it was measuring.
-pub struct CpuTimer(f64);
-
-impl CpuTimer {
-    fn now() -> f64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: clock_gettime writes one timespec; the clock id is valid on Linux.
-        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        if rc != 0 {
-            return 0.0;
-        }
-        ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-    }
-
-    pub fn start() -> CpuTimer {
-        CpuTimer(Self::now())
-    }
-
-    /// Seconds of CPU time since `start` (at least 1 ns).
-    pub fn secs(&self) -> f64 {
-        (Self::now() - self.0).max(1e-9)
-    }
-}
+pub use ferrite_report::timing::CpuTimer;
 
 /// Mops/s, fences/op, flushed lines/op, non-temporal bytes/op.
 /// (Mops/s, fences, flushed lines, nt bytes, repeated-line write-backs) per op.

@@ -5,6 +5,7 @@
 //! "results": [{"bench", "variant", "param", "threads", "mops", "p50_ns", "p99_ns", …}]}`.
 
 pub mod chart;
+pub mod timing;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
