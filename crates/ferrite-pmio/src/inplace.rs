@@ -96,6 +96,7 @@ struct ArrayHeader {
     _pad: [u64; 3],
 }
 const _: () = assert!(std::mem::size_of::<ArrayHeader>() == 64);
+impl crate::region::RegionHeader for ArrayHeader {}
 
 /// Fixed-size values in PM, each updatable in place failure-atomically.
 pub struct InplaceArray {
@@ -148,19 +149,12 @@ impl InplaceArray {
                 stride: stride as u64,
                 _pad: [0; 3],
             };
-            let p = pool.at(off, 64);
-            // SAFETY: fresh 64-aligned block of at least 64 bytes.
-            unsafe { std::ptr::write(p as *mut ArrayHeader, h) };
-            pool.persist(p, 64);
+            crate::region::write_header(pool, off, h);
             pool.set_root(id, 0, off)?;
             region = off;
         }
-        let size = heap.block_size(region).unwrap_or(0);
-        if size < 64 {
-            return Err(corrupt(name, "region is not a block"));
-        }
-        // SAFETY: at least 64 bytes; plain data.
-        let h: ArrayHeader = unsafe { std::ptr::read(pool.at(region, 64) as *const ArrayHeader) };
+        let (h, size): (ArrayHeader, usize) =
+            crate::region::read_header(pool, &heap, region, name)?;
         if h.magic != INPLACE_MAGIC || h.version != INPLACE_FORMAT_VERSION {
             return Err(corrupt(name, "bad array magic or version"));
         }

@@ -151,6 +151,7 @@ struct LogHeader {
     _pad: [u64; 4],
 }
 const _: () = assert!(std::mem::size_of::<LogHeader>() == 64);
+impl crate::region::RegionHeader for LogHeader {}
 const _: () = assert!(std::mem::align_of::<LogHeader>() == 8);
 
 /// The interface the WAL, the Raft log and the log-based in-place updates use.
@@ -409,10 +410,7 @@ impl PmLog {
             meta_bytes: meta as u64,
             _pad: [0; 4],
         };
-        let p = pool.at(off, 64);
-        // SAFETY: the fresh block has at least 64 bytes and is 64-aligned.
-        unsafe { std::ptr::write(p as *mut LogHeader, h) };
-        pool.persist(p, 64);
+        crate::region::write_header(pool, off, h);
         // State before the region pointer: until root 0 is durable the object
         // has no region and the block is garbage the next open frees.
         pool.set_root(id, 1, 1 << 1)?;

@@ -134,6 +134,7 @@ struct StoreHeader {
     _pad: [u64; 5],
 }
 const _: () = assert!(std::mem::size_of::<StoreHeader>() == 64);
+impl crate::region::RegionHeader for StoreHeader {}
 
 /// Header line of the micro log.
 #[repr(C)]
@@ -204,19 +205,12 @@ impl PageStore {
                 slots: cfg.slots as u64,
                 _pad: [0; 5],
             };
-            let p = pool.at(off, 64);
-            // SAFETY: fresh block of at least 64 bytes, 64-aligned.
-            unsafe { std::ptr::write(p as *mut StoreHeader, h) };
-            pool.persist(p, 64);
+            crate::region::write_header(pool, off, h);
             pool.set_root(id, 0, off)?;
             region = off;
         }
-        let size = heap.block_size(region).unwrap_or(0);
-        if size < 64 {
-            return Err(corrupt(name, "region is not a block"));
-        }
-        // SAFETY: at least 64 bytes; plain data.
-        let h: StoreHeader = unsafe { std::ptr::read(pool.at(region, 64) as *const StoreHeader) };
+        let (h, size): (StoreHeader, usize) =
+            crate::region::read_header(pool, &heap, region, name)?;
         if h.magic != PAGE_MAGIC || h.version != PAGE_FORMAT_VERSION {
             return Err(corrupt(name, "bad page store magic or version"));
         }

@@ -3,7 +3,7 @@
 
 use ferrite_pm::{Heap, ObjectId, Pool};
 
-use crate::error::Result;
+use crate::error::{corrupt, Result};
 
 /// Opens (or creates) object `name` of type `type_name` and its heap; the only
 /// block the heap keeps is the region in root word 0 (`extra_root` names a second
@@ -29,6 +29,40 @@ pub(crate) fn open_object(
         Ok(())
     })?;
     Ok((id, heap))
+}
+
+/// A structure's 64-byte header, the first line of its region.
+pub(crate) trait RegionHeader: Copy {}
+
+/// Writes `h` at the start of the fresh region `off` and persists it (one barrier).
+pub(crate) fn write_header<H: RegionHeader>(pool: &Pool, off: u64, h: H) {
+    const { assert!(std::mem::size_of::<H>() == 64) };
+    let p = pool.at(off, 64);
+    // SAFETY: `off` is a fresh, 64-aligned heap block of at least 64 bytes and
+    // H is 64 bytes of plain data.
+    unsafe { std::ptr::write(p as *mut H, h) };
+    pool.persist(p, 64);
+}
+
+/// Reads the header of region `off` after checking the region is a block of
+/// `heap` large enough to hold it; also returns the block's size.
+pub(crate) fn read_header<H: RegionHeader>(
+    pool: &Pool,
+    heap: &Heap,
+    off: u64,
+    name: &str,
+) -> Result<(H, usize)> {
+    const { assert!(std::mem::size_of::<H>() == 64) };
+    let size = heap.block_size(off).unwrap_or(0);
+    if size < 64 {
+        return Err(corrupt(name, "region is not a block"));
+    }
+    // SAFETY: the block has at least 64 bytes (checked); H is plain data valid
+    // for every bit pattern.
+    Ok((
+        unsafe { std::ptr::read(pool.at(off, 64) as *const H) },
+        size,
+    ))
 }
 
 /// Reads an 8-byte word of PM.
