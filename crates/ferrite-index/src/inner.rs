@@ -11,6 +11,8 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
+use crate::arena::Slab;
+
 /// Maximum children per node.
 pub const FANOUT: usize = 64;
 /// Children per node when bulk-loading on open.
@@ -263,6 +265,28 @@ impl Node {
     }
 }
 
+/// Node memory: huge-page-backed slots (see [`crate::arena`]).
+static NODES: Slab = Slab::new(std::mem::size_of::<Node>());
+const _: () = assert!(std::mem::align_of::<Node>() <= 64);
+
+/// Moves `n` into a slot of [`NODES`].
+fn new_node(n: Node) -> *mut Node {
+    let p = NODES.alloc().cast::<Node>();
+    // SAFETY: the slot is fresh, large enough and 64-byte aligned (>= Node's).
+    unsafe { p.write(n) };
+    p
+}
+
+/// Drops a node from [`new_node`] and returns its slot.
+///
+/// # Safety
+/// `p` came from [`new_node`] and nobody can reach it any more.
+unsafe fn drop_node(p: *mut Node) {
+    // SAFETY: forwarded contract: p holds a live Node we own.
+    unsafe { std::ptr::drop_in_place(p) };
+    NODES.free(p.cast());
+}
+
 /// Where a key routes: the leaf, the low key of its range (None = -inf), and
 /// the level-0 node holding it with its child index (for prefetching the leaves
 /// that follow).
@@ -352,7 +376,7 @@ pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
         let mut up: Vec<(Option<Sep>, Node)> = Vec::new();
         let mut cur: Option<(Option<Sep>, Node)> = None;
         for (sep, node) in level {
-            let p = Box::into_raw(Box::new(node)) as usize;
+            let p = new_node(node) as usize;
             match &mut cur {
                 Some((_, n)) if n.nchildren() < FILL => {
                     let n_ = n.n;
@@ -375,7 +399,7 @@ pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
         lvl += 1;
     }
     let (_, root) = level.pop().expect("one root");
-    Box::into_raw(Box::new(root))
+    new_node(root)
 }
 
 /// Result of a path-copying update: the new root and the replaced nodes, which
@@ -394,13 +418,13 @@ pub unsafe fn insert(root: *mut Node, sep: Sep, leaf: u64) -> Update {
     // SAFETY: forwarded contract.
     let (new, split) = unsafe { insert_rec(root, &sep, leaf, &mut retired) };
     let root = match split {
-        None => Box::into_raw(new),
+        None => new_node(*new),
         Some((up, right)) => {
             let level = new.level + 1;
             let mut r = Node::empty(level);
-            r.kid0 = Box::into_raw(new) as usize;
-            r.insert_at(0, up, Box::into_raw(right) as usize);
-            Box::into_raw(Box::new(r))
+            r.kid0 = new_node(*new) as usize;
+            r.insert_at(0, up, new_node(*right) as usize);
+            new_node(r)
         }
     };
     Update { root, retired }
@@ -436,9 +460,9 @@ unsafe fn insert_rec(
     } else {
         // SAFETY: children of a live node are live.
         let (child, split) = unsafe { insert_rec(n.kid(i), sep, leaf, retired) };
-        c.set_child(i, Box::into_raw(child) as usize);
+        c.set_child(i, new_node(*child) as usize);
         if let Some((up, right)) = split {
-            c.insert_at(i, up, Box::into_raw(right) as usize);
+            c.insert_at(i, up, new_node(*right) as usize);
         }
     }
     if c.nchildren() > FANOUT {
@@ -482,7 +506,7 @@ pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
             None => c.remove_at(i - 1),
             Some(p) => c.set_child(i, p as usize),
         }
-        below = Some(Box::into_raw(c));
+        below = Some(new_node(*c));
     }
     Some(Update {
         root: below.expect("non-empty path"),
@@ -497,7 +521,7 @@ pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
 /// no reader can still hold it (its epoch has passed).
 pub unsafe fn free_shallow(p: *mut Node) {
     // SAFETY: forwarded contract; Node owns no children (raw pointers).
-    drop(unsafe { Box::from_raw(p) });
+    unsafe { drop_node(p) };
 }
 
 /// Frees a whole tree.
@@ -506,13 +530,15 @@ pub unsafe fn free_shallow(p: *mut Node) {
 /// No reader can reach `root` any more and it is not shared with a live tree.
 pub unsafe fn free_deep(root: *mut Node) {
     // SAFETY: forwarded contract.
-    let n = unsafe { Box::from_raw(root) };
+    let n = unsafe { &*root };
     if n.level > 0 {
         for k in n.children() {
             // SAFETY: each child is owned by this tree only.
             unsafe { free_deep(k as *mut Node) };
         }
     }
+    // SAFETY: forwarded contract; its children are freed above.
+    unsafe { drop_node(root) };
 }
 
 /// DRAM bytes of a tree.

@@ -3,6 +3,7 @@
 //! [`FerriteIndex`] is the hybrid persistent range index (PM leaves, DRAM inner
 //! nodes); [`kv`] is the interface every index and benchmark baseline implements.
 
+pub mod arena;
 pub mod crash;
 pub mod inner;
 pub mod kv;

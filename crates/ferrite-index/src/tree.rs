@@ -850,6 +850,7 @@ impl FerriteIndex {
         let mut done = 0;
         let mut raws = Vec::with_capacity(SLOTS);
         let mut order = Vec::with_capacity(SLOTS);
+        let mut packed: Vec<u128> = Vec::with_capacity(SLOTS);
         'outer: loop {
             let sk = SearchKey::new(&resume);
             let sw = key_words(&resume);
@@ -874,6 +875,50 @@ impl FerriteIndex {
                 let Some(next) = self.snapshot(lf, &mut raws) else {
                     continue 'outer;
                 };
+                if raws.iter().all(|r| !r.wide() && !r.val_ool()) {
+                    // Fast path (every key and value inline, the common case of
+                    // 8-byte keys): sort one packed word per entry.
+                    let low = filter.then(|| {
+                        let (p, _, l) = sw;
+                        let bound = (u128::from(p) << 64) | (u128::from(l) << 8);
+                        if incl {
+                            bound
+                        } else {
+                            bound | 0xff
+                        }
+                    });
+                    packed.clear();
+                    packed.extend(raws.iter().enumerate().map(|(i, r)| {
+                        (u128::from(r.kw) << 64) | (u128::from(r.klen) << 8) | i as u128
+                    }));
+                    packed.sort_unstable();
+                    let mut last = None;
+                    for &w in packed.iter() {
+                        if low.is_some_and(|b| w < b) {
+                            continue;
+                        }
+                        let r = &raws[(w & 0xff) as usize];
+                        let kb = r.kw.to_be_bytes();
+                        let vb = r.vw.to_le_bytes();
+                        f(&kb[..r.klen as usize], &vb[..vcode(r.d) as usize]);
+                        done += 1;
+                        last = Some(r);
+                        if done == n {
+                            return Ok(done);
+                        }
+                    }
+                    if let Some(r) = last {
+                        resume.clear();
+                        resume.extend_from_slice(&r.kw.to_be_bytes()[..r.klen as usize]);
+                        incl = false;
+                    }
+                    filter = false;
+                    if next == 0 {
+                        return Ok(done);
+                    }
+                    off = next;
+                    continue;
+                }
                 if self.sort_raw(&raws, &mut order).is_none() {
                     continue 'outer;
                 }

@@ -39,6 +39,8 @@ pub enum BenchWhat {
     Persist(super::pmbench::PersistArgs),
     /// Allocate+publish on the PM heap against the system allocator
     Alloc(super::pmbench::AllocArgs),
+    /// Latency floor: dependent and independent random reads, pool vs DRAM
+    Memory(super::membench::MemoryArgs),
     /// Failure-atomic logs over entry size (thesis Fig. 8)
     Log(pmio::PmioBenchArgs),
     /// Page propagation: CoW vs micro log over dirty lines (thesis Fig. 7)
@@ -167,6 +169,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
     match a.what {
         Some(BenchWhat::Persist(a)) => super::pmbench::persist(a),
         Some(BenchWhat::Alloc(a)) => super::pmbench::alloc(a),
+        Some(BenchWhat::Memory(a)) => super::membench::memory(a),
         Some(BenchWhat::Log(a)) => pmio::run_bench("log", a),
         Some(BenchWhat::Page(a)) => pmio::run_bench("page", a),
         Some(BenchWhat::Inplace(a)) => pmio::run_bench("inplace", a),

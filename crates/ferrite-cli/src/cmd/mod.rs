@@ -6,6 +6,7 @@ pub mod bench;
 pub mod crash;
 pub mod demo;
 pub mod elf;
+pub mod membench;
 pub mod pmbench;
 pub mod pmio;
 pub mod pool;

@@ -1,0 +1,187 @@
+//! `ferrite bench memory`: the latency floor an index lookup or scan cannot go
+//! below on this machine, measured on the pool's own mapping and on DRAM.
+//!
+//! A point lookup in a tree with PM leaves ends with at least one random read
+//! of a leaf that is not in cache, and it cannot issue that read before it
+//! knows the leaf's address: a *dependent* random read. A scan reads several
+//! leaves whose addresses it knows up front: *independent* reads that overlap.
+//! The numbers here bound what any index (Ferrite's or a peer's) can reach with
+//! one thread: `1000 / ns` million dependent reads per second.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ferrite_pm::sim::SplitMix;
+use ferrite_pm::TempPool;
+use ferrite_report::{chart, BenchResult, Report};
+use serde_json::json;
+
+use crate::util::parse_size;
+
+#[derive(Args, Debug)]
+pub struct MemoryArgs {
+    /// Region read at random (the index's leaves take about 300 MiB for 10 M records)
+    #[arg(long, value_parser = parse_size, default_value = "256M")]
+    pub region: u64,
+    /// Reads per cell
+    #[arg(long, default_value_t = 4_000_000)]
+    pub ops: u64,
+    /// Directory for the pool
+    #[arg(long, default_value = "/dev/shm")]
+    pub pool_dir: PathBuf,
+    /// Where the table, JSON and chart go
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// An anonymous mapping (DRAM), optionally advised to use huge pages.
+struct Anon {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Anon {
+    fn new(len: usize, huge: bool) -> Result<Anon> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error()).context("mmap of the DRAM region");
+        }
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: p..p+len is the mapping just created; madvise is a hint.
+        unsafe { libc::madvise(p, len, advice) };
+        Ok(Anon { ptr: p.cast(), len })
+    }
+}
+
+impl Drop for Anon {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping created in `new`, used by nobody else.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
+    }
+}
+
+/// Lays a random cyclic chain of 64-byte lines over `base..base+len` (each
+/// line's first word is the offset of the next), then times `ops` dependent
+/// reads along it and `ops` independent random reads in groups of `group`
+/// leaves of `leaf_lines` lines (a scan's access pattern). Returns
+/// (ns per dependent read, ns per group).
+///
+/// # Safety
+/// `base..base+len` must be writable memory owned by the caller.
+unsafe fn measure(
+    base: *mut u8,
+    len: usize,
+    ops: u64,
+    group: usize,
+    leaf_lines: usize,
+) -> (f64, f64) {
+    let lines = len / 64;
+    let mut order: Vec<u32> = (0..lines as u32).collect();
+    let mut rng = SplitMix(0x5eed);
+    for i in (1..lines).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for i in 0..lines {
+        let next = order[(i + 1) % lines] as u64 * 64;
+        // SAFETY: order[i] < lines, so the word is inside the region (caller).
+        unsafe { (base.add(order[i] as usize * 64) as *mut u64).write(next) };
+    }
+    drop(order);
+    let mut cur = 0u64;
+    let t = Instant::now();
+    for _ in 0..ops {
+        // SAFETY: every stored offset is a line inside the region.
+        cur = unsafe { (base.add(cur as usize) as *const u64).read_volatile() };
+    }
+    let dep = t.elapsed().as_secs_f64() * 1e9 / ops as f64;
+    std::hint::black_box(cur);
+    let leaf = 64 * leaf_lines;
+    let leaves = (len / leaf) as u64;
+    let groups = (ops / (group * leaf_lines) as u64).max(1);
+    let mut sum = 0u64;
+    let t = Instant::now();
+    for _ in 0..groups {
+        for _ in 0..group {
+            let l = rng.below(leaves) as usize * leaf;
+            for w in 0..leaf_lines {
+                // SAFETY: l + 64*w + 8 <= leaves*leaf <= len.
+                sum = sum
+                    .wrapping_add(unsafe { (base.add(l + 64 * w) as *const u64).read_volatile() });
+            }
+        }
+    }
+    let grp = t.elapsed().as_secs_f64() * 1e9 / groups as f64;
+    std::hint::black_box(sum);
+    (dep, grp)
+}
+
+/// Dependent and independent random reads on the pool mapping and on DRAM.
+pub fn memory(a: MemoryArgs) -> Result<i32> {
+    let len = a.region as usize & !4095;
+    anyhow::ensure!(len >= 1 << 20, "--region must be at least 1M");
+    let (group, leaf_lines) = (7, 8);
+    let mut r = Report::new("memory");
+    let tp = TempPool::create(&a.pool_dir, "memory", a.region + (64 << 20))?;
+    let pool = tp.pool();
+    r.environment
+        .insert("durability".into(), json!(pool.durability().name()));
+    r.environment.insert("region_bytes".into(), json!(len));
+    let heap_id = pool.create_object("memory-bench", "ferrite.bench")?;
+    let (heap, _) = pool.open_heap(heap_id, |_| Ok(()))?;
+    let off = heap.alloc(len)?;
+    let mut cells: Vec<(String, f64, f64)> = Vec::new();
+    // SAFETY: the block is ours, `len` bytes long and mapped.
+    let (d, g) = unsafe { measure(pool.at(off, len), len, a.ops, group, leaf_lines) };
+    cells.push((format!("pool ({})", pool.durability().name()), d, g));
+    for (name, huge) in [("dram-4k-pages", false), ("dram-huge-pages", true)] {
+        let m = Anon::new(len, huge)?;
+        // SAFETY: the mapping is ours and `len` bytes long.
+        let (d, g) = unsafe { measure(m.ptr, len, a.ops, group, leaf_lines) };
+        cells.push((name.to_string(), d, g));
+    }
+    for (name, d, g) in &cells {
+        r.results
+            .push(BenchResult::new("dependent-read", name, None, 1, 1e3 / d).with("ns_per_op", *d));
+        r.results.push(
+            BenchResult::new("scan-leaves", name, Some(json!(group)), 1, 1e3 / g)
+                .with("ns_per_op", *g),
+        );
+    }
+    r.notes.push(format!(
+        "dependent-read: one random 64-byte read whose address comes from the previous one, over {} MiB; \
+         Mops/s = 1000/ns is the single-thread ceiling of any lookup that reads one uncached leaf",
+        len >> 20
+    ));
+    r.notes.push(format!(
+        "scan-leaves: {group} random {}-byte leaves read with independent loads (a 100-record scan); Mops/s counts groups",
+        64 * leaf_lines
+    ));
+    let cats = vec!["dependent-read".to_string(), "scan-leaves".to_string()];
+    let series: Vec<(String, Vec<f64>)> = cells
+        .iter()
+        .map(|(n, d, g)| (n.clone(), vec![*d, *g]))
+        .collect();
+    let svg = chart::bar_chart("Memory latency floor", "ns", &cats, &series);
+    let cols = ["ns_per_op"];
+    let path = r.write_outputs(&a.out, "memory", &cols, &svg)?;
+    r.print(a.json, &cols, Some(&path));
+    Ok(0)
+}
