@@ -9,7 +9,7 @@
 //! through `crossbeam-epoch`, so a pinned reader never sees them reused.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -76,6 +76,43 @@ const STRIPES: usize = 16;
 #[derive(Default)]
 struct Stripe(AtomicI64);
 
+#[repr(align(64))]
+#[derive(Default)]
+struct BatchSeq(AtomicU64);
+
+/// Optimistic attempts before a read holds batches off with the batch mutex.
+const ISOLATION_RETRIES: usize = 8;
+
+/// Marks a batch as being applied (odd sequence) until dropped, even when the
+/// batch fails half-way.
+struct BatchWindow<'a>(&'a AtomicU64);
+
+impl<'a> BatchWindow<'a> {
+    fn open(seq: &'a AtomicU64) -> BatchWindow<'a> {
+        seq.fetch_add(1, Ordering::Relaxed);
+        // Orders the odd sequence before the batch's stores (seqlock writer).
+        std::sync::atomic::fence(Ordering::Release);
+        BatchWindow(seq)
+    }
+}
+
+impl Drop for BatchWindow<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// Scan results waiting for their read to be validated: the records' bytes and
+/// each record's (key length, value length).
+type ScanBuf = (Vec<u8>, Vec<(u32, u32)>);
+
+thread_local! {
+    /// See `scan`.
+    static SCAN_BUF: std::cell::Cell<ScanBuf> = const {
+        std::cell::Cell::new((Vec::new(), Vec::new()))
+    };
+}
+
 static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     static MY_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
@@ -103,6 +140,9 @@ pub struct FerriteIndex {
     smo: Mutex<()>,
     /// Serialises write batches (one log root word).
     batch: Mutex<()>,
+    /// Odd while a write batch is being applied (a sequence lock): reads that
+    /// overlap a batch retry, so no reader sees part of a batch.
+    batch_seq: BatchSeq,
     counts: Box<[Stripe]>,
     splits: AtomicUsize,
     unlinks: AtomicUsize,
@@ -342,6 +382,7 @@ impl FerriteIndex {
             root: AtomicPtr::new(std::ptr::null_mut()),
             smo: Mutex::new(()),
             batch: Mutex::new(()),
+            batch_seq: BatchSeq::default(),
             counts: (0..STRIPES).map(|_| Stripe::default()).collect(),
             splits: AtomicUsize::new(0),
             unlinks: AtomicUsize::new(0),
@@ -832,6 +873,28 @@ impl FerriteIndex {
             )
         });
         Some(())
+    }
+
+    /// Runs the read `f` so that it sees each write batch entirely or not at
+    /// all: it is retried when a batch was applied meanwhile (a sequence lock),
+    /// and after [`ISOLATION_RETRIES`] attempts it holds batches off instead.
+    fn isolated<T>(&self, mut f: impl FnMut() -> KvResult<T>) -> KvResult<T> {
+        let seq = &self.batch_seq.0;
+        for _ in 0..ISOLATION_RETRIES {
+            let s = seq.load(Ordering::Acquire);
+            if s & 1 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let r = f()?;
+            // Orders f's reads before the re-check (seqlock reader).
+            std::sync::atomic::fence(Ordering::Acquire);
+            if seq.load(Ordering::Relaxed) == s {
+                return Ok(r);
+            }
+        }
+        let _b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        f()
     }
 
     fn scan_impl(
@@ -1370,7 +1433,11 @@ impl FerriteIndex {
             }
         }
         let _b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.durable || batch.ops.len() <= 1 {
+        if batch.ops.len() <= 1 {
+            return self.apply_batch(&batch.ops);
+        }
+        let _w = BatchWindow::open(&self.batch_seq.0);
+        if !self.durable {
             return self.apply_batch(&batch.ops);
         }
         // Redo log: persist the batch, commit it with one root word, apply,
@@ -1807,7 +1874,7 @@ impl OrderedKv for FerriteIndex {
     }
 
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
-        self.lookup(key, out)
+        self.isolated(|| self.lookup(key, out))
     }
 
     fn insert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
@@ -1837,7 +1904,29 @@ impl OrderedKv for FerriteIndex {
 
     fn scan(&self, start: &[u8], n: usize, f: &mut dyn FnMut(&[u8], &[u8])) -> KvResult<usize> {
         check_sizes(start, None, MAX_KEY, MAX_VALUE)?;
-        self.scan_impl(start, true, n, f)
+        // Records are buffered until the read is known not to overlap a batch
+        // (a retried scan must not call `f` twice). The buffer is taken out of
+        // its slot, so an `f` that scans again gets a fresh one.
+        let (mut bytes, mut lens) = SCAN_BUF.take();
+        let got = self.isolated(|| {
+            bytes.clear();
+            lens.clear();
+            self.scan_impl(start, true, n, &mut |k, v| {
+                bytes.extend_from_slice(k);
+                bytes.extend_from_slice(v);
+                lens.push((k.len() as u32, v.len() as u32));
+            })
+        });
+        let mut at = 0;
+        for &(kl, vl) in &lens {
+            let (kl, vl) = (kl as usize, vl as usize);
+            f(&bytes[at..at + kl], &bytes[at + kl..at + kl + vl]);
+            at += kl + vl;
+        }
+        if bytes.capacity() <= 1 << 20 {
+            SCAN_BUF.set((bytes, lens));
+        }
+        got
     }
 
     fn write_batch(&self, batch: &WriteBatch) -> KvResult<()> {
@@ -1871,8 +1960,11 @@ type Entry = Option<(Vec<u8>, Vec<u8>)>;
 impl Cursor<'_> {
     fn forward(&mut self, start: &[u8], inclusive: bool) -> KvResult<Entry> {
         let mut got = None;
-        self.idx.scan_impl(start, inclusive, 1, &mut |k, v| {
-            got = Some((k.to_vec(), v.to_vec()))
+        self.idx.isolated(|| {
+            got = None;
+            self.idx.scan_impl(start, inclusive, 1, &mut |k, v| {
+                got = Some((k.to_vec(), v.to_vec()))
+            })
         })?;
         self.pos = match &got {
             Some((k, _)) => Pos::At(k.clone()),
@@ -1882,7 +1974,7 @@ impl Cursor<'_> {
     }
 
     fn backward(&mut self, bound: Option<&[u8]>) -> KvResult<Entry> {
-        let got = self.idx.prev_entry(bound)?;
+        let got = self.idx.isolated(|| self.idx.prev_entry(bound))?;
         self.pos = match &got {
             Some((k, _)) => Pos::At(k.clone()),
             None => Pos::BeforeFirst,

@@ -184,3 +184,76 @@ fn stress_volatile_mode() {
     let want = stress(&idx, false);
     check(&idx, &want, false);
 }
+
+/// A reader never sees part of a write batch: one writer sets keys spread over
+/// many leaves to the same version in each batch while another splits and
+/// empties leaves around them; every concurrent scan must see one version.
+fn whole_batches(idx: &FerriteIndex) {
+    const FILL: u64 = 4000;
+    const BATCHES: u64 = 1500;
+    let batch_keys: Vec<u64> = (0..FILL).step_by(500).collect();
+    for k in (0..FILL).step_by(2) {
+        idx.insert(&k.to_be_bytes(), &0u64.to_le_bytes()).unwrap();
+    }
+    let done = AtomicBool::new(false);
+    let scanned = std::sync::atomic::AtomicU64::new(0);
+    let mut ver = 0;
+    let (scans, torn) = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut rng = SplitMix(5);
+            while !done.load(Ordering::Relaxed) {
+                let k = rng.below(FILL / 2) * 2 + 1;
+                if rng.below(2) == 0 {
+                    idx.upsert(&k.to_be_bytes(), &[1]).unwrap();
+                } else {
+                    idx.remove(&k.to_be_bytes()).unwrap();
+                }
+            }
+        });
+        let reader = s.spawn(|| {
+            let (mut scans, mut torn) = (0u64, 0u64);
+            while !done.load(Ordering::Relaxed) {
+                let mut seen = Vec::new();
+                idx.scan(&[], usize::MAX, &mut |k, v| {
+                    let k = u64::from_be_bytes(k.try_into().unwrap());
+                    if k % 500 == 0 {
+                        seen.push(u64::from_le_bytes(v.try_into().unwrap()));
+                    }
+                })
+                .unwrap();
+                assert_eq!(seen.len(), batch_keys.len());
+                torn += u64::from(seen.iter().any(|&v| v != seen[0]));
+                scans += 1;
+                scanned.store(scans, Ordering::Relaxed);
+            }
+            (scans, torn)
+        });
+        // Until the reader has scanned enough times (awaited, not timed).
+        while ver < BATCHES || scanned.load(Ordering::Relaxed) < 200 {
+            ver += 1;
+            let mut b = WriteBatch::new();
+            for k in &batch_keys {
+                b.put(&k.to_be_bytes(), &ver.to_le_bytes());
+            }
+            idx.write_batch(&b).unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert!(scans > 0);
+    assert_eq!(torn, 0, "{torn} of {scans} scans saw part of a batch");
+    for k in &batch_keys {
+        assert_eq!(
+            idx.get(&k.to_be_bytes()).unwrap().unwrap(),
+            ver.to_le_bytes()
+        );
+    }
+    idx.check_structure().unwrap();
+}
+
+#[test]
+fn readers_see_whole_batches() {
+    let pool = Pool::create_volatile(64 << 20, &PoolOptions::default()).unwrap();
+    whole_batches(&FerriteIndex::open_or_create(&pool, "batches").unwrap());
+    whole_batches(&FerriteIndex::volatile(64 << 20).unwrap());
+}
