@@ -10,8 +10,9 @@ fn main() {
     println!("cargo:rerun-if-changed=include/ferrite_pibench.h");
     println!("cargo:rerun-if-changed=tests/pibench_driver.cpp");
     println!("cargo:rerun-if-env-changed=FERRITE_PIBENCH_BULK_LOAD");
-    // The VLDB'22 PiBench vtable has no bulk_load; later versions do.
-    let bulk_load = std::env::var("FERRITE_PIBENCH_BULK_LOAD").is_ok_and(|v| v == "1");
+    // Current PiBench's vtable has bulk_load before find (the default); the
+    // first 2019 releases had none: FERRITE_PIBENCH_BULK_LOAD=0 selects that.
+    let bulk_load = std::env::var("FERRITE_PIBENCH_BULK_LOAD").map_or(true, |v| v != "0");
     let mut b = cc::Build::new();
     b.cpp(true)
         .file("shim/ferrite_wrapper.cpp")
@@ -19,8 +20,8 @@ fn main() {
         .flag_if_supported("-std=c++17")
         .warnings(true)
         .extra_warnings(true);
-    if bulk_load {
-        b.define("FERRITE_PIBENCH_BULK_LOAD", None);
+    if !bulk_load {
+        b.define("FERRITE_PIBENCH_NO_BULK_LOAD", None);
     }
     b.compile("ferrite_pibench_shim");
 
@@ -36,8 +37,8 @@ fn main() {
         "-pthread",
         "-Iinclude",
     ]);
-    if bulk_load {
-        cmd.arg("-DFERRITE_PIBENCH_BULK_LOAD");
+    if !bulk_load {
+        cmd.arg("-DFERRITE_PIBENCH_NO_BULK_LOAD");
     }
     let status = cmd
         .arg("tests/pibench_driver.cpp")

@@ -1,14 +1,16 @@
-// The interface PiBench (the VLDB'22 benchmark driver) loads a tree through:
-// a shared library exporting `create_tree`, returning an object whose virtual
-// methods the driver calls from its worker threads. Declared here from the
-// interface's description; the layout of tree_options_t and the order of the
-// virtual methods must match the driver's for the library to load into it.
+// The interface PiBench (github.com/sfu-dis/pibench) loads a tree through: a
+// shared library exporting `create_tree`, returning an object whose virtual
+// methods the driver calls from its worker threads. The layout of
+// tree_options_t and the order of the virtual methods must match the driver's
+// include/tree_api.hpp for the library to load into it.
 //
-// The VLDB'22 driver's vtable is: destructor, find, insert, update, remove,
-// scan. Later PiBench versions put a `bulk_load` before `find`; build with
-// FERRITE_PIBENCH_BULK_LOAD=1 in the environment (build.rs then defines the
-// macro below) to match those. Fields a driver appends to tree_options_t after
-// num_threads do not matter: the library only reads the first five.
+// Current PiBench's vtable is: destructor, bulk_load, find, insert, update,
+// remove, scan, and tree_options_t ends with `void* data` (the driver's epoch
+// manager under EPOCH_BASED_RECLAMATION). That is the default here. The first
+// (2019) PiBench releases had no bulk_load slot: build with
+// FERRITE_PIBENCH_BULK_LOAD=0 in the environment (build.rs then defines
+// FERRITE_PIBENCH_NO_BULK_LOAD) to match those. The library only reads the
+// first five fields of tree_options_t.
 #ifndef FERRITE_TREE_API_HPP
 #define FERRITE_TREE_API_HPP
 
@@ -21,6 +23,7 @@ struct tree_options_t {
     std::string pool_path = "";
     std::size_t pool_size = 0;
     std::size_t num_threads = 1;
+    void* data = nullptr;  // the driver's; unused here
 };
 
 class tree_api;
@@ -29,8 +32,9 @@ extern "C" tree_api* create_tree(const tree_options_t& opt);
 class tree_api {
 public:
     virtual ~tree_api() {}
-#ifdef FERRITE_PIBENCH_BULK_LOAD
-    // Optional bulk load; false = "not supported", the driver then inserts.
+#ifndef FERRITE_PIBENCH_NO_BULK_LOAD
+    // Optional bulk load (PiBench --bulk_load); false = "not supported", and
+    // the driver then exits with "Bulk loading failed!".
     virtual bool bulk_load(const char* data, std::size_t num_records, std::size_t key_sz,
                            std::size_t value_sz) {
         (void)data;
