@@ -434,17 +434,14 @@ impl Route<'_> {
 }
 
 /// The DRAM inner tree: root pointer plus the structure-modification mutex.
+/// It is `Send + Sync` through its fields (`AtomicPtr`, `Mutex`); that is sound
+/// because nodes are only changed through atomics, under their locks and the
+/// mutex, and only read optimistically (see the module documentation).
 pub struct Inner {
     root: AtomicPtr<Node>,
     /// Serialises structure modifications (see the module documentation).
     smo: Mutex<()>,
 }
-
-// SAFETY: nodes are shared through atomics under the OLC protocol above; the
-// raw root pointer owns the tree.
-unsafe impl Send for Inner {}
-// SAFETY: see above.
-unsafe impl Sync for Inner {}
 
 impl Inner {
     /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
