@@ -1,17 +1,44 @@
-//! DRAM inner nodes: a B+-tree over the PM leaves, updated by path copying.
+//! DRAM inner nodes: a B+-tree over the PM leaves, updated in place under
+//! optimistic lock coupling (Leis et al., "The ART of practical
+//! synchronization", B-tree variant).
 //!
-//! Readers traverse an immutable snapshot reached from one atomic root pointer
-//! while pinned in an epoch (`crossbeam-epoch`); they never write shared memory
-//! and never retry because of another traversal. Writers (leaf splits and leaf
-//! removals, serialised by the index's structure mutex) copy the nodes on the
-//! root-to-leaf path, publish the new root, and retire the replaced nodes
-//! *shallowly* through the epoch: children that are not on the path are shared
-//! with the new version and stay owned by it.
+//! Every node carries a version lock (the same [`vlock`] protocol as the
+//! leaves). Readers never write shared memory: per level they take the node's
+//! version, pick the child, validate the node before dereferencing the child,
+//! take the child's version and validate the node again (so the child was the
+//! right one at the moment its version was taken), restarting from the root on
+//! any failed validation. A reader that goes on to a leaf validates the level-0
+//! node once more after taking the leaf's version ([`Route::still_valid`]); see
+//! there for why that closes the race with leaf splits.
+//!
+//! Writers that change the structure (leaf splits and leaf removals) are
+//! serialised by one mutex ([`Inner::smo`]); under it they lock the nodes they
+//! modify — the level-0 node, plus each ancestor a split propagates into —
+//! keep every lock until all of them are modified, and install a new root with
+//! one atomic pointer store. The mutex keeps writer-vs-writer reasoning
+//! trivial (splits are 1 in ~12 inserts and short); readers and non-splitting
+//! writers never take it.
+//!
+//! Reclamation: nodes are never replaced or merged (a split keeps the left
+//! half in place, the root only grows, a leaf removal never empties a node), so
+//! they live as long as the tree and are freed when it is dropped. What is
+//! replaced is a node's array of long separators (copy-on-write, see
+//! [`Node::fulls`]); the old array is retired through `crossbeam-epoch`, so a
+//! pinned reader that still holds it never sees it freed.
+//!
+//! Data fields are atomics read with `Relaxed` loads (plain `mov`s on x86): an
+//! optimistic reader may see them torn, which is fine because nothing read is
+//! trusted before the node's version validates, and every index derived from
+//! torn data is bounded (`n <= KEYS`, long-key lookups are `get`s).
 
 use std::cmp::Ordering;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering as Mo};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crossbeam_epoch::Guard;
 
 use crate::arena::Slab;
+use crate::vlock;
 
 /// Maximum children per node.
 pub const FANOUT: usize = 64;
@@ -53,11 +80,16 @@ pub fn prefix_of(key: &[u8]) -> u64 {
 }
 
 /// Byte-string order of two keys given as (prefix, length, bytes); `a_bytes`
-/// and `b_bytes` are only read when both keys are longer than 8 bytes.
+/// and `b_bytes` are only read when both keys are longer than 8 bytes. Bytes
+/// shorter than their stated length (an optimistic reader's torn view of a
+/// node, discarded after validation) compare as if truncated instead of
+/// panicking.
 #[inline]
 pub fn cmp_parts(ap: u64, al: u32, a: &[u8], bp: u64, bl: u32, b: &[u8]) -> Ordering {
     match ap.cmp(&bp) {
-        Ordering::Equal if al > 8 && bl > 8 => a[8..].cmp(&b[8..]),
+        Ordering::Equal if al > 8 && bl > 8 => {
+            a.get(8..).unwrap_or(&[]).cmp(b.get(8..).unwrap_or(&[]))
+        }
         Ordering::Equal => al.cmp(&bl),
         o => o,
     }
@@ -94,43 +126,92 @@ impl Sep {
 /// insert can overflow by one before the node splits).
 const KEYS: usize = FANOUT;
 
+/// Whole separators longer than 8 bytes, by separator index.
+type Fulls = Vec<Option<Arc<[u8]>>>;
+
 /// One node, in one allocation. Separator `i` and the child to its right sit
 /// side by side (`pairs[i]`), so the pass that counts separators below a key
 /// also brings the child pointer into the cache: one dependent miss per level.
 /// Level 0 children are PM leaf offsets, higher levels' are node pointers.
-#[derive(Clone)]
+///
+/// Writers change the atomic fields only while holding `lock` (and the
+/// structure mutex); readers load them `Relaxed` and trust nothing before the
+/// version validates.
 #[repr(C)]
 pub struct Node {
-    n: usize,
-    level: u8,
+    /// Version lock ([`vlock`]; inner nodes are never marked obsolete).
+    lock: AtomicU64,
+    /// Separators in use (children = n + 1); never above `KEYS`.
+    n: AtomicUsize,
     /// Leftmost child.
-    kid0: usize,
+    kid0: AtomicUsize,
+    /// Height above the leaves; written before the node is published and
+    /// never changed.
+    level: u8,
     /// (separator prefix, child right of the separator).
-    pairs: [(u64, usize); KEYS],
-    lens: [u32; KEYS],
-    /// Empty while no separator of the node is longer than 8 bytes.
-    fulls: Vec<Option<Arc<[u8]>>>,
+    pairs: [(AtomicU64, AtomicUsize); KEYS],
+    lens: [AtomicU32; KEYS],
+    /// Null while no separator of the node is longer than 8 bytes. Copy on
+    /// write: a writer publishes a new vector (release store) and retires the
+    /// old one through the epoch, so an optimistic reader never sees a vector
+    /// change, move or vanish under it (a `Vec` changed in place could
+    /// reallocate under a reader).
+    fulls: AtomicPtr<Fulls>,
+}
+
+/// Frees a replaced long-separator vector: through the epoch when the node is
+/// published (`g`), at once when it never was (`None`).
+fn retire_fulls(old: *mut Fulls, g: Option<&Guard>) {
+    if old.is_null() {
+        return;
+    }
+    match g {
+        // SAFETY: `old` was unlinked from its node by the caller's store, so no
+        // new reader can reach it; readers pinned before that may still hold it,
+        // and the epoch defers the drop past them. It came from Box::into_raw.
+        Some(g) => unsafe { g.defer_unchecked(move || drop(Box::from_raw(old))) },
+        // SAFETY: the node was never published: nobody else can hold `old`.
+        None => drop(unsafe { Box::from_raw(old) }),
+    }
 }
 
 impl Node {
-    fn empty(level: u8) -> Node {
-        Node {
-            n: 0,
+    fn new(level: u8) -> Box<Node> {
+        Box::new(Node {
+            lock: AtomicU64::new(0),
+            n: AtomicUsize::new(0),
+            kid0: AtomicUsize::new(0),
             level,
-            kid0: 0,
-            pairs: [(0, 0); KEYS],
-            lens: [0; KEYS],
-            fulls: Vec::new(),
-        }
+            pairs: std::array::from_fn(|_| (AtomicU64::new(0), AtomicUsize::new(0))),
+            lens: std::array::from_fn(|_| AtomicU32::new(0)),
+            fulls: AtomicPtr::new(std::ptr::null_mut()),
+        })
+    }
+
+    /// Separators in use, bounded even when read torn.
+    #[inline]
+    fn count(&self) -> usize {
+        self.n.load(Mo::Relaxed).min(KEYS)
     }
 
     fn nchildren(&self) -> usize {
-        self.n + 1
+        self.count() + 1
+    }
+
+    /// The long-separator vector, if any. The reference is only used while the
+    /// caller is pinned (readers) or holds the structure mutex (writers), which
+    /// keeps a replaced vector alive.
+    #[inline]
+    fn fulls(&self) -> Option<&Fulls> {
+        let p = self.fulls.load(Mo::Acquire);
+        // SAFETY: a non-null pointer is a published vector: immutable, and freed
+        // only through the epoch (or with the node), see `retire_fulls`.
+        (!p.is_null()).then(|| unsafe { &*p })
     }
 
     #[inline]
     fn full(&self, i: usize) -> &[u8] {
-        match self.fulls.get(i) {
+        match self.fulls().and_then(|f| f.get(i)) {
             Some(Some(f)) => f,
             _ => &[],
         }
@@ -140,30 +221,24 @@ impl Node {
     #[inline]
     fn child(&self, i: usize) -> usize {
         if i == 0 {
-            self.kid0
+            self.kid0.load(Mo::Relaxed)
         } else {
-            self.pairs[i - 1].1
+            self.pairs[i - 1].1.load(Mo::Relaxed)
         }
     }
 
     #[inline]
-    fn set_child(&mut self, i: usize, c: usize) {
-        if i == 0 {
-            self.kid0 = c;
-        } else {
-            self.pairs[i - 1].1 = c;
-        }
-    }
-
-    #[inline]
-    fn kid(&self, i: usize) -> *mut Node {
-        self.child(i) as *mut Node
+    fn kid(&self, i: usize) -> *const Node {
+        self.child(i) as *const Node
     }
 
     /// Order of separator `i` relative to `k`.
     #[inline]
     fn cmp_sep(&self, i: usize, k: &SearchKey<'_>) -> Ordering {
-        let (p, l) = (self.pairs[i].0, self.lens[i]);
+        let (p, l) = (
+            self.pairs[i].0.load(Mo::Relaxed),
+            self.lens[i].load(Mo::Relaxed),
+        );
         if p != k.prefix {
             return p.cmp(&k.prefix);
         }
@@ -176,13 +251,13 @@ impl Node {
     /// with full comparisons.
     #[inline]
     fn bound(&self, k: &SearchKey<'_>, le: bool) -> usize {
-        let n = self.n;
+        let n = self.count();
         let kp = k.prefix;
         let mut i = self.pairs[..n]
             .iter()
-            .map(|&(p, _)| (p < kp) as usize)
+            .map(|(p, _)| (p.load(Mo::Relaxed) < kp) as usize)
             .sum::<usize>();
-        while i < n && self.pairs[i].0 == kp {
+        while i < n && self.pairs[i].0.load(Mo::Relaxed) == kp {
             let o = self.cmp_sep(i, k);
             let right = if le {
                 o != Ordering::Greater
@@ -199,167 +274,386 @@ impl Node {
 
     fn sep(&self, i: usize) -> Sep {
         Sep {
-            prefix: self.pairs[i].0,
-            len: self.lens[i],
-            full: self.fulls.get(i).cloned().flatten(),
+            prefix: self.pairs[i].0.load(Mo::Relaxed),
+            len: self.lens[i].load(Mo::Relaxed),
+            full: self.fulls().and_then(|f| f.get(i).cloned().flatten()),
         }
     }
 
-    /// Inserts separator `s` at `i` and child `kid` right of it.
-    fn insert_at(&mut self, i: usize, s: Sep, kid: usize) {
-        assert!(self.n < KEYS, "node overflow");
-        let keep = !self.fulls.is_empty() || s.full.is_some();
-        if keep && self.fulls.is_empty() {
-            self.fulls = vec![None; self.n];
-        }
-        let n = self.n;
-        self.pairs.copy_within(i..n, i + 1);
-        self.lens.copy_within(i..n, i + 1);
-        self.pairs[i] = (s.prefix, kid);
-        self.lens[i] = s.len;
-        if keep {
-            self.fulls.insert(i, s.full);
-        }
-        self.n += 1;
+    /// Copies slot `from` to slot `to` (writer).
+    #[inline]
+    fn move_slot(&self, from: usize, to: usize) {
+        let (p, c) = &self.pairs[from];
+        self.pairs[to].0.store(p.load(Mo::Relaxed), Mo::Relaxed);
+        self.pairs[to].1.store(c.load(Mo::Relaxed), Mo::Relaxed);
+        self.lens[to].store(self.lens[from].load(Mo::Relaxed), Mo::Relaxed);
     }
 
-    /// Removes separator `i` and the child right of it.
-    fn remove_at(&mut self, i: usize) {
-        let n = self.n;
-        self.pairs.copy_within(i + 1..n, i);
-        self.lens.copy_within(i + 1..n, i);
-        if !self.fulls.is_empty() {
-            self.fulls.remove(i);
-        }
-        self.n -= 1;
+    /// Publishes a new long-separator vector and retires the old one.
+    fn set_fulls(&self, v: Option<Fulls>, g: Option<&Guard>) {
+        let new = v.map_or(std::ptr::null_mut(), |v| Box::into_raw(Box::new(v)));
+        let old = self.fulls.swap(new, Mo::AcqRel);
+        retire_fulls(old, g);
     }
 
-    /// Splits an overfull node: returns the separator moving up and the right half.
-    fn split(&mut self) -> (Sep, Node) {
-        let mid = self.n / 2;
+    /// Inserts separator `s` at `i` and child `kid` right of it. The caller
+    /// holds the node's lock (or the node is not yet published, `g` = None).
+    fn insert_at(&self, i: usize, s: Sep, kid: usize, g: Option<&Guard>) {
+        let n = self.n.load(Mo::Relaxed);
+        assert!(n < KEYS, "node overflow");
+        for j in (i..n).rev() {
+            self.move_slot(j, j + 1);
+        }
+        self.pairs[i].0.store(s.prefix, Mo::Relaxed);
+        self.pairs[i].1.store(kid, Mo::Relaxed);
+        self.lens[i].store(s.len, Mo::Relaxed);
+        if self.fulls().is_some() || s.full.is_some() {
+            let mut v = self.fulls().cloned().unwrap_or_else(|| vec![None; n]);
+            v.insert(i, s.full);
+            self.set_fulls(Some(v), g);
+        }
+        self.n.store(n + 1, Mo::Relaxed);
+    }
+
+    /// Removes separator `i` and the child right of it (caller holds the lock).
+    fn remove_at(&self, i: usize, g: &Guard) {
+        let n = self.n.load(Mo::Relaxed);
+        for j in i + 1..n {
+            self.move_slot(j, j - 1);
+        }
+        if let Some(f) = self.fulls() {
+            let mut v = f.clone();
+            v.remove(i);
+            self.set_fulls(Some(v), Some(g));
+        }
+        self.n.store(n - 1, Mo::Relaxed);
+    }
+
+    /// Splits an overfull node (caller holds its lock): keeps the left half in
+    /// place and returns the separator moving up and the (unpublished) right
+    /// half.
+    fn split(&self, g: &Guard) -> (Sep, Box<Node>) {
+        let n = self.n.load(Mo::Relaxed);
+        let mid = n / 2;
         let up = self.sep(mid);
-        let mut right = Node::empty(self.level);
-        let rn = self.n - mid - 1;
-        right.kid0 = self.pairs[mid].1;
-        right.pairs[..rn].copy_from_slice(&self.pairs[mid + 1..self.n]);
-        right.lens[..rn].copy_from_slice(&self.lens[mid + 1..self.n]);
-        right.n = rn;
-        if !self.fulls.is_empty() {
-            right.fulls = self.fulls.split_off(mid + 1);
-            self.fulls.truncate(mid);
+        let right = Node::new(self.level);
+        let rn = n - mid - 1;
+        right
+            .kid0
+            .store(self.pairs[mid].1.load(Mo::Relaxed), Mo::Relaxed);
+        for j in 0..rn {
+            let (p, c) = &self.pairs[mid + 1 + j];
+            right.pairs[j].0.store(p.load(Mo::Relaxed), Mo::Relaxed);
+            right.pairs[j].1.store(c.load(Mo::Relaxed), Mo::Relaxed);
+            right.lens[j].store(self.lens[mid + 1 + j].load(Mo::Relaxed), Mo::Relaxed);
         }
-        self.n = mid;
+        right.n.store(rn, Mo::Relaxed);
+        if let Some(f) = self.fulls() {
+            let (l, r) = (f[..mid].to_vec(), f[mid + 1..n].to_vec());
+            right.set_fulls(Some(r), None);
+            self.set_fulls(Some(l), Some(g));
+        }
+        self.n.store(mid, Mo::Relaxed);
         (up, right)
     }
 
+    /// DRAM bytes of this node (not its children).
     fn bytes(&self) -> u64 {
-        let mut b = std::mem::size_of::<Node>() + self.fulls.capacity() * 16;
-        for f in self.fulls.iter().flatten() {
-            b += f.len() + 16;
+        let mut b = std::mem::size_of::<Node>();
+        if let Some(f) = self.fulls() {
+            b += std::mem::size_of::<Fulls>() + f.capacity() * 16;
+            for x in f.iter().flatten() {
+                b += x.len() + 16;
+            }
         }
         b as u64
     }
 
     fn children(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..=self.n).map(|i| self.child(i))
+        (0..=self.count()).map(|i| self.child(i))
     }
 }
 
-/// Node memory: huge-page-backed slots (see [`crate::arena`]).
-static NODES: Slab = Slab::new(std::mem::size_of::<Node>());
-const _: () = assert!(std::mem::align_of::<Node>() <= 64);
-
-/// Moves `n` into a slot of [`NODES`].
-fn new_node(n: Node) -> *mut Node {
-    let p = NODES.alloc().cast::<Node>();
-    // SAFETY: the slot is fresh, large enough and 64-byte aligned (>= Node's).
-    unsafe { p.write(n) };
-    p
+impl Drop for Node {
+    fn drop(&mut self) {
+        // Children are raw pointers, freed by `free_deep`.
+        retire_fulls(*self.fulls.get_mut(), None);
+    }
 }
 
-/// Drops a node from [`new_node`] and returns its slot.
-///
-/// # Safety
-/// `p` came from [`new_node`] and nobody can reach it any more.
-unsafe fn drop_node(p: *mut Node) {
-    // SAFETY: forwarded contract: p holds a live Node we own.
-    unsafe { std::ptr::drop_in_place(p) };
-    NODES.free(p.cast());
+/// Takes a node's lock (writers, under the structure mutex).
+fn lock(n: &Node) -> u64 {
+    vlock::lock(&n.lock).expect("inner nodes are never obsolete")
 }
 
-/// Where a key routes: the leaf, the low key of its range (None = -inf), and
-/// the level-0 node holding it with its child index (for prefetching the leaves
-/// that follow).
-pub struct Route<'t> {
+/// Where a key routes: the leaf, and the level-0 node it was read from with
+/// that node's version (for the final validation and for prefetching the
+/// leaves that follow).
+pub struct Route<'a> {
     pub leaf: u64,
-    pub low: Option<(&'t Node, usize)>,
-    pub bottom: &'t Node,
-    pub idx: usize,
-}
-
-impl Node {
-    /// Leaf `i` of a level-0 node, if it exists.
-    #[inline]
-    pub fn leaf_at(&self, i: usize) -> Option<u64> {
-        (self.level == 0 && i <= self.n).then(|| self.child(i) as u64)
-    }
+    node: &'a Node,
+    v: u64,
+    idx: usize,
+    /// The leaf's low key (the nearest separator left of the path; None =
+    /// -inf), when the caller asked for it.
+    pub low: Option<Sep>,
 }
 
 impl Route<'_> {
-    pub fn low_sep(&self) -> Option<Sep> {
-        self.low.map(|(n, i)| n.sep(i))
+    /// Whether the level-0 node is unchanged since the route was read. A reader
+    /// calls this after taking the leaf's version (`read_begin`, or after
+    /// locking it); when it holds, the leaf was the right one for the key at the
+    /// moment its version was taken, so what the reader then reads from the
+    /// leaf under that (validated) version is complete for the key.
+    ///
+    /// Why this closes the split race: a split moves the upper half of leaf L
+    /// to a new right sibling while holding L's lock, and inserts the new
+    /// separator into L's level-0 node N (locking N, bumping its version)
+    /// *before* releasing L's lock. A reader that routed through N to L then
+    /// either (a) took L's version before the split locked L: its leaf
+    /// validation fails; or (b) took it after the split released L (spinning
+    /// while it was locked): by then N's new version is visible (the leaf
+    /// unlock is a release store after N's unlock, the reader's leaf version an
+    /// acquire load before this check), so this check fails unless the reader
+    /// had routed with the new separator, i.e. to the right leaf. The removal
+    /// of an empty leaf is covered the same way: the leaf is obsolete when
+    /// unlocked, and its range only ever moves to its locked predecessor.
+    /// A level-0 node's own key range only changes when it splits, which
+    /// changes its version too.
+    #[inline]
+    pub fn still_valid(&self) -> bool {
+        vlock::validate(&self.node.lock, self.v)
+    }
+
+    /// The leaf `j` places after the routed one in the same level-0 node (a
+    /// hint for prefetching: not validated).
+    #[inline]
+    pub fn leaf_after(&self, j: usize) -> Option<u64> {
+        let i = self.idx + j;
+        (i <= self.node.count()).then(|| self.node.child(i) as u64)
     }
 }
 
-/// Descends from `root` to the leaf whose range holds `k` (`le`), or the leaf
-/// holding the largest keys below `k` (`!le`).
-///
-/// # Safety
-/// `root` must be a live tree root, protected by the caller's epoch guard.
-#[inline]
-pub unsafe fn route<'t>(root: *const Node, k: &SearchKey<'_>, le: bool) -> Route<'t> {
-    // SAFETY: the caller keeps the tree alive (epoch pin); nodes are immutable.
-    let mut n: &'t Node = unsafe { &*root };
-    let mut low = None;
-    loop {
-        let i = n.bound(k, le);
-        if i > 0 {
-            low = Some((n, i - 1));
+/// The DRAM inner tree: root pointer plus the structure-modification mutex.
+/// It is `Send + Sync` through its fields (`AtomicPtr`, `Mutex`); that is sound
+/// because nodes are only changed through atomics, under their locks and the
+/// mutex, and only read optimistically (see the module documentation).
+pub struct Inner {
+    root: AtomicPtr<Node>,
+    /// Serialises structure modifications (see the module documentation).
+    smo: Mutex<()>,
+}
+
+impl Inner {
+    /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
+    pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> Inner {
+        Inner {
+            root: AtomicPtr::new(build(leaves)),
+            smo: Mutex::new(()),
         }
-        if n.level == 0 {
-            return Route {
-                leaf: n.child(i) as u64,
-                low,
-                bottom: n,
-                idx: i,
+    }
+
+    /// Descends to the leaf whose range holds `k` (`le`), or the leaf holding
+    /// the largest keys below `k` (`!le`), with optimistic lock coupling;
+    /// `want_low` also returns the leaf's low key. Never blocks on a mutex;
+    /// spins only while a node is locked by a structure modification, and
+    /// restarts from the root when a validation fails.
+    ///
+    /// The caller is pinned (`_g`): long separators read on the way may be
+    /// retired concurrently.
+    #[inline]
+    pub fn route<'a>(
+        &'a self,
+        k: &SearchKey<'_>,
+        le: bool,
+        want_low: bool,
+        _g: &'a Guard,
+    ) -> Route<'a> {
+        'restart: loop {
+            let p = self.root.load(Mo::Acquire);
+            // SAFETY: the root pointer always holds a fully built node (published
+            // with a release store) and nodes live as long as the tree.
+            let mut n: &'a Node = unsafe { &*p };
+            let Some(mut v) = vlock::read_begin(&n.lock) else {
+                continue;
             };
+            // A root split stores the new root before it unlocks the old one: if
+            // the pointer is unchanged after the old root's version was taken,
+            // that version still covers every key.
+            if self.root.load(Mo::Acquire) != p {
+                continue;
+            }
+            let mut low = None;
+            loop {
+                let i = n.bound(k, le);
+                if want_low && i > 0 {
+                    low = Some(n.sep(i - 1));
+                }
+                let c = n.child(i);
+                // Validate before using `c`: a torn read may yield a slot that is
+                // not (yet) a child; a validated one also makes the child's
+                // initialisation visible (acquire on the version word).
+                if !vlock::validate(&n.lock, v) {
+                    continue 'restart;
+                }
+                if n.level == 0 {
+                    return Route {
+                        leaf: c as u64,
+                        node: n,
+                        v,
+                        idx: i,
+                        low,
+                    };
+                }
+                // SAFETY: `c` comes from a validated version of a level > 0 node:
+                // a published node, and nodes are never freed while the tree lives.
+                let cn: &'a Node = unsafe { &*(c as *const Node) };
+                let Some(cv) = vlock::read_begin(&cn.lock) else {
+                    continue 'restart;
+                };
+                // Lock coupling: `n` unchanged after `cn`'s version was taken, so
+                // `cn` held `k` at that moment (a split of `cn` locks and changes
+                // `n` too, and keeps `cn` locked until `n` is updated).
+                if !vlock::validate(&n.lock, v) {
+                    continue 'restart;
+                }
+                n = cn;
+                v = cv;
+            }
         }
-        // SAFETY: children of a live node are live (same snapshot).
-        n = unsafe { &*n.kid(i) };
+    }
+
+    /// Takes the structure-modification mutex.
+    pub fn lock(&self) -> Smo<'_> {
+        Smo {
+            inner: self,
+            _m: self.smo.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let root = *self.root.get_mut();
+        // SAFETY: `&mut self`: no reader or writer can reach the tree any more;
+        // every node is owned by exactly one parent (or is the root).
+        unsafe { free_deep(root) };
+    }
+}
+
+/// The structure-modification mutex, held: the only way to change the tree.
+pub struct Smo<'a> {
+    inner: &'a Inner,
+    _m: MutexGuard<'a, ()>,
+}
+
+impl<'a> Smo<'a> {
+    fn root(&self) -> &'a Node {
+        // SAFETY: nodes live as long as the tree; the mutex orders this load
+        // after the previous writer's changes.
+        unsafe { &*self.inner.root.load(Mo::Acquire) }
+    }
+
+    /// The root-to-level-0 path towards `k`, with the child index taken at each
+    /// node. Nothing changes the tree while the mutex is held, so plain loads
+    /// see a consistent tree.
+    fn path(&self, k: &SearchKey<'_>) -> Vec<(&'a Node, usize)> {
+        let mut out = Vec::with_capacity(8);
+        let mut n = self.root();
+        loop {
+            let i = n.bound(k, true);
+            out.push((n, i));
+            if n.level == 0 {
+                return out;
+            }
+            // SAFETY: children of a live node are live.
+            n = unsafe { &*n.kid(i) };
+        }
+    }
+
+    /// Adds leaf `leaf` with low key `sep` (which is not yet a separator), in
+    /// place: the level-0 node and every ancestor the split propagates into
+    /// are locked bottom-up, changed, and unlocked only when all are done (so
+    /// a reader never validates a child against a parent that does not know
+    /// its new sibling yet); a root split publishes a new root above the old
+    /// one before the old one is unlocked. The leaf the separator came from is
+    /// still locked by the caller (see [`Route::still_valid`]).
+    pub fn insert(&mut self, sep: Sep, leaf: u64, g: &Guard) {
+        let kb = sep.to_vec();
+        let path = self.path(&SearchKey::new(&kb));
+        let mut held: Vec<(&Node, u64)> = Vec::with_capacity(path.len());
+        let mut carry = Some((sep, leaf as usize));
+        for &(n, i) in path.iter().rev() {
+            let Some((s, c)) = carry.take() else {
+                break;
+            };
+            held.push((n, lock(n)));
+            n.insert_at(i, s, c, Some(g));
+            if n.nchildren() > FANOUT {
+                let (up, right) = n.split(g);
+                carry = Some((up, new_node(right) as usize));
+            }
+        }
+        if let Some((up, right)) = carry {
+            let old = path[0].0;
+            let r = Node::new(old.level + 1);
+            r.kid0.store(old as *const Node as usize, Mo::Relaxed);
+            r.insert_at(0, up, right, None);
+            self.inner.root.store(new_node(r), Mo::Release);
+        }
+        for (n, v) in held {
+            vlock::unlock(&n.lock, v, true, false);
+        }
+    }
+
+    /// Removes leaf `leaf`, whose low key is `low`, when its separator sits in
+    /// its level-0 node (it is not that node's first child); false otherwise
+    /// (nothing changed). Only the level-0 node is locked and changed.
+    pub fn remove(&mut self, low: &[u8], leaf: u64, g: &Guard) -> bool {
+        let k = SearchKey::new(low);
+        let path = self.path(&k);
+        let &(n, i) = path.last().expect("non-empty path");
+        if i == 0 || n.child(i) as u64 != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
+            return false;
+        }
+        let v = lock(n);
+        n.remove_at(i - 1, g);
+        vlock::unlock(&n.lock, v, true, false);
+        true
+    }
+
+    /// DRAM bytes of the tree (consistent: the mutex is held).
+    pub fn bytes(&self) -> u64 {
+        bytes(self.root())
+    }
+
+    /// Leaves of the tree in key order (tests and consistency checks).
+    pub fn leaves(&self, out: &mut Vec<u64>) {
+        leaves(self.root(), out)
     }
 }
 
 /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
-pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
-    let mut level: Vec<(Option<Sep>, Node)> = Vec::new();
-    let mut cur: Option<(Option<Sep>, Node)> = None;
+fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
+    let mut level: Vec<(Option<Sep>, Box<Node>)> = Vec::new();
+    let mut cur: Option<(Option<Sep>, Box<Node>)> = None;
     let mut first = true;
     for (sep, off) in leaves {
         match &mut cur {
             Some((_, n)) if n.nchildren() < FILL => {
-                let n_ = n.n;
                 n.insert_at(
-                    n_,
+                    n.count(),
                     sep.expect("only the first leaf has no low key"),
                     off as usize,
+                    None,
                 );
             }
             _ => {
                 if let Some(c) = cur.take() {
                     level.push(c);
                 }
-                let mut n = Node::empty(0);
-                n.kid0 = off as usize;
+                let n = Node::new(0);
+                n.kid0.store(off as usize, Mo::Relaxed);
                 cur = Some((if first { None } else { sep }, n));
             }
         }
@@ -369,25 +663,29 @@ pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
         level.push(c);
     }
     if level.is_empty() {
-        level.push((None, Node::empty(0)));
+        level.push((None, Node::new(0)));
     }
     let mut lvl = 1u8;
     while level.len() > 1 {
-        let mut up: Vec<(Option<Sep>, Node)> = Vec::new();
-        let mut cur: Option<(Option<Sep>, Node)> = None;
+        let mut up: Vec<(Option<Sep>, Box<Node>)> = Vec::new();
+        let mut cur: Option<(Option<Sep>, Box<Node>)> = None;
         for (sep, node) in level {
             let p = new_node(node) as usize;
             match &mut cur {
                 Some((_, n)) if n.nchildren() < FILL => {
-                    let n_ = n.n;
-                    n.insert_at(n_, sep.expect("only the first node has no low key"), p);
+                    n.insert_at(
+                        n.count(),
+                        sep.expect("only the first node has no low key"),
+                        p,
+                        None,
+                    );
                 }
                 _ => {
                     if let Some(c) = cur.take() {
                         up.push(c);
                     }
-                    let mut n = Node::empty(lvl);
-                    n.kid0 = p;
+                    let n = Node::new(lvl);
+                    n.kid0.store(p, Mo::Relaxed);
                     cur = Some((sep, n));
                 }
             }
@@ -402,175 +700,59 @@ pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
     new_node(root)
 }
 
-/// Result of a path-copying update: the new root and the replaced nodes, which
-/// the caller retires (shallowly) after publishing the new root.
-pub struct Update {
-    pub root: *mut Node,
-    pub retired: Vec<*mut Node>,
-}
+/// Node memory: huge-page-backed slots (see [`crate::arena`]).
+static NODES: Slab = Slab::new(std::mem::size_of::<Node>());
+const _: () = assert!(std::mem::align_of::<Node>() <= 64);
 
-/// Adds leaf `leaf` with low key `sep` (which is not yet a separator).
-///
-/// # Safety
-/// `root` is the current root and the caller holds the structure mutex.
-pub unsafe fn insert(root: *mut Node, sep: Sep, leaf: u64) -> Update {
-    let mut retired = Vec::new();
-    // SAFETY: forwarded contract.
-    let (new, split) = unsafe { insert_rec(root, &sep, leaf, &mut retired) };
-    let root = match split {
-        None => new_node(*new),
-        Some((up, right)) => {
-            let level = new.level + 1;
-            let mut r = Node::empty(level);
-            r.kid0 = new_node(*new) as usize;
-            r.insert_at(0, up, new_node(*right) as usize);
-            new_node(r)
-        }
-    };
-    Update { root, retired }
-}
-
-type Split = Option<(Sep, Box<Node>)>;
-
-unsafe fn insert_rec(
-    node: *mut Node,
-    sep: &Sep,
-    leaf: u64,
-    retired: &mut Vec<*mut Node>,
-) -> (Box<Node>, Split) {
-    retired.push(node);
-    // SAFETY: node is live (caller's contract) and immutable.
-    let n = unsafe { &*node };
-    let key_bytes;
-    let k = SearchKey {
-        prefix: sep.prefix,
-        len: sep.len,
-        bytes: match &sep.full {
-            Some(f) => f,
-            None => {
-                key_bytes = sep.to_vec();
-                &key_bytes
-            }
-        },
-    };
-    let i = n.bound(&k, true);
-    let mut c = Box::new(n.clone());
-    if n.level == 0 {
-        c.insert_at(i, sep.clone(), leaf as usize);
-    } else {
-        // SAFETY: children of a live node are live.
-        let (child, split) = unsafe { insert_rec(n.kid(i), sep, leaf, retired) };
-        c.set_child(i, new_node(*child) as usize);
-        if let Some((up, right)) = split {
-            c.insert_at(i, up, new_node(*right) as usize);
-        }
-    }
-    if c.nchildren() > FANOUT {
-        let (up, right) = c.split();
-        (c, Some((up, Box::new(right))))
-    } else {
-        (c, None)
-    }
-}
-
-/// Removes leaf `leaf`, whose low key is `low`, when its separator sits in its
-/// level-0 node (it is not that node's first child). Returns None otherwise.
-///
-/// # Safety
-/// As for [`insert`].
-pub unsafe fn remove(root: *mut Node, low: &[u8], leaf: u64) -> Option<Update> {
-    let k = SearchKey::new(low);
-    let mut path = Vec::new();
-    let mut node = root;
-    loop {
-        // SAFETY: live nodes (caller's contract).
-        let n = unsafe { &*node };
-        let i = n.bound(&k, true);
-        path.push((node, i));
-        if n.level == 0 {
-            if i == 0 || n.child(i) as u64 != leaf || n.cmp_sep(i - 1, &k) != Ordering::Equal {
-                return None;
-            }
-            break;
-        }
-        node = n.kid(i);
-    }
-    let mut retired = Vec::new();
-    let mut below: Option<*mut Node> = None;
-    for &(node, i) in path.iter().rev() {
-        retired.push(node);
-        // SAFETY: live node.
-        let n = unsafe { &*node };
-        let mut c = Box::new(n.clone());
-        match below {
-            None => c.remove_at(i - 1),
-            Some(p) => c.set_child(i, p as usize),
-        }
-        below = Some(new_node(*c));
-    }
-    Some(Update {
-        root: below.expect("non-empty path"),
-        retired,
-    })
-}
-
-/// Frees a retired node without touching its children.
-///
-/// # Safety
-/// `p` came from this module, is no longer reachable from a published root, and
-/// no reader can still hold it (its epoch has passed).
-pub unsafe fn free_shallow(p: *mut Node) {
-    // SAFETY: forwarded contract; Node owns no children (raw pointers).
-    unsafe { drop_node(p) };
+/// Moves a node built in a `Box` into a slot of [`NODES`] (its address is
+/// then stable and published by the caller).
+fn new_node(n: Box<Node>) -> *mut Node {
+    let p = NODES.alloc().cast::<Node>();
+    // SAFETY: the slot is fresh, large enough and 64-byte aligned (>= Node's);
+    // nobody else has seen the node yet, so moving it is fine.
+    unsafe { p.write(*n) };
+    p
 }
 
 /// Frees a whole tree.
 ///
 /// # Safety
-/// No reader can reach `root` any more and it is not shared with a live tree.
-pub unsafe fn free_deep(root: *mut Node) {
-    // SAFETY: forwarded contract.
+/// No reader or writer can reach `root` any more.
+unsafe fn free_deep(root: *mut Node) {
+    // SAFETY: forwarded contract; nodes come from `new_node`.
     let n = unsafe { &*root };
     if n.level > 0 {
         for k in n.children() {
-            // SAFETY: each child is owned by this tree only.
+            // SAFETY: each child is owned by this node only.
             unsafe { free_deep(k as *mut Node) };
         }
     }
-    // SAFETY: forwarded contract; its children are freed above.
-    unsafe { drop_node(root) };
+    // SAFETY: nobody can reach the node (contract) and its children are freed;
+    // dropping it retires its long-key array.
+    unsafe { std::ptr::drop_in_place(root) };
+    NODES.free(root.cast());
 }
 
-/// DRAM bytes of a tree.
-///
-/// # Safety
-/// `root` is live for the duration of the call.
-pub unsafe fn bytes(root: *const Node) -> u64 {
-    // SAFETY: forwarded contract.
-    let n = unsafe { &*root };
+/// DRAM bytes of a tree that does not change during the call.
+fn bytes(n: &Node) -> u64 {
     let mut b = n.bytes();
     if n.level > 0 {
         for k in n.children() {
             // SAFETY: children of a live node are live.
-            b += unsafe { bytes(k as *const Node) };
+            b += bytes(unsafe { &*(k as *const Node) });
         }
     }
     b
 }
 
-/// Leaves of a tree in key order (tests and consistency checks).
-///
-/// # Safety
-/// `root` is live for the duration of the call.
-pub unsafe fn leaves(root: *const Node, out: &mut Vec<u64>) {
-    // SAFETY: forwarded contract.
-    let n = unsafe { &*root };
+/// Leaves of a tree that does not change during the call, in key order.
+fn leaves(n: &Node, out: &mut Vec<u64>) {
     if n.level == 0 {
         out.extend(n.children().map(|k| k as u64));
     } else {
         for k in n.children() {
             // SAFETY: children of a live node are live.
-            unsafe { leaves(k as *const Node, out) };
+            leaves(unsafe { &*(k as *const Node) }, out);
         }
     }
 }
@@ -578,9 +760,17 @@ pub unsafe fn leaves(root: *const Node, out: &mut Vec<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crossbeam_epoch as epoch;
 
     fn key(i: u64) -> Vec<u8> {
         i.to_be_bytes().to_vec()
+    }
+
+    fn leaf_of(t: &Inner, k: &[u8], le: bool) -> u64 {
+        let g = epoch::pin();
+        let r = t.route(&SearchKey::new(k), le, false, &g);
+        assert!(r.still_valid());
+        r.leaf
     }
 
     #[test]
@@ -588,53 +778,54 @@ mod tests {
         let input: Vec<(Option<Sep>, u64)> = (0..1000u64)
             .map(|i| ((i > 0).then(|| Sep::from_key(&key(i * 10))), i + 1))
             .collect();
-        let mut root = build(input);
+        let t = Inner::build(input);
         for i in 0..1000u64 {
-            let k = key(i * 10 + 5);
-            // SAFETY: single-threaded test; root is live.
-            let r = unsafe { route(root, &SearchKey::new(&k), true) };
-            assert_eq!(r.leaf, i + 1);
+            assert_eq!(leaf_of(&t, &key(i * 10 + 5), true), i + 1);
         }
-        // Insert new leaves at i*10+5.
+        let g = epoch::pin();
+        // Insert new leaves at i*10+5 (enough to split level-0 nodes and grow
+        // the root).
         for i in 0..1000u64 {
-            // SAFETY: single-threaded.
-            let u = unsafe { insert(root, Sep::from_key(&key(i * 10 + 5)), 5000 + i) };
-            for p in u.retired {
-                // SAFETY: replaced nodes are unreachable from the new root.
-                unsafe { free_shallow(p) };
-            }
-            root = u.root;
+            t.lock()
+                .insert(Sep::from_key(&key(i * 10 + 5)), 5000 + i, &g);
         }
         for i in 0..1000u64 {
-            let k = key(i * 10 + 6);
-            // SAFETY: single-threaded.
-            assert_eq!(
-                unsafe { route(root, &SearchKey::new(&k), true) }.leaf,
-                5000 + i
-            );
-            let k = key(i * 10 + 5);
-            // SAFETY: single-threaded.
-            let r = unsafe { route(root, &SearchKey::new(&k), false) };
-            assert_eq!(r.leaf, i + 1);
+            assert_eq!(leaf_of(&t, &key(i * 10 + 6), true), 5000 + i);
+            assert_eq!(leaf_of(&t, &key(i * 10 + 5), false), i + 1);
         }
         let mut all = Vec::new();
-        // SAFETY: single-threaded.
-        unsafe { leaves(root, &mut all) };
+        t.lock().leaves(&mut all);
         assert_eq!(all.len(), 2000);
-        // SAFETY: single-threaded.
-        let u = unsafe { remove(root, &key(505), 5050) }.expect("removable");
-        for p in u.retired {
-            // SAFETY: as above.
-            unsafe { free_shallow(p) };
+        let before = t.lock().bytes();
+        assert!(t.lock().remove(&key(505), 5050, &g));
+        assert!(!t.lock().remove(&key(505), 5050, &g));
+        assert_eq!(leaf_of(&t, &key(506), true), 51);
+        assert_eq!(t.lock().bytes(), before);
+        let r = t.route(&SearchKey::new(&key(506)), true, true, &g);
+        assert_eq!(r.low.map(|s| s.to_vec()), Some(key(500)));
+    }
+
+    #[test]
+    fn long_separators() {
+        let lk = |i: u64| format!("separator-{i:08}-long").into_bytes();
+        let t = Inner::build(vec![(None, 1)]);
+        let g = epoch::pin();
+        for i in 0..3000u64 {
+            t.lock().insert(Sep::from_key(&lk(i * 2)), 10 + i, &g);
         }
-        root = u.root;
-        // SAFETY: single-threaded.
-        assert_eq!(
-            unsafe { route(root, &SearchKey::new(&key(506)), true) }.leaf,
-            51
-        );
-        // SAFETY: single-threaded; the tree is no longer used.
-        unsafe { free_deep(root) };
+        for i in 0..3000u64 {
+            assert_eq!(leaf_of(&t, &lk(i * 2 + 1), true), 10 + i);
+            let g = epoch::pin();
+            let r = t.route(&SearchKey::new(&lk(i * 2 + 1)), true, true, &g);
+            assert_eq!(r.low.map(|s| s.to_vec()), Some(lk(i * 2)));
+        }
+        for i in (0..3000u64).step_by(3).skip(1) {
+            t.lock().remove(&lk(i * 2), 10 + i, &g);
+        }
+        let mut all = Vec::new();
+        t.lock().leaves(&mut all);
+        assert!(all.len() < 3001 && all.len() > 2000);
+        assert!(t.lock().bytes() > all.len() as u64 * 20);
     }
 
     #[test]

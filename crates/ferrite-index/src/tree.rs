@@ -2,21 +2,24 @@
 //! (see [`crate::leaf`]), inner nodes in DRAM rebuilt from the leaf chain on
 //! open (see [`crate::inner`]).
 //!
-//! Concurrency: readers are optimistic (per-leaf version lock read before and
-//! validated after, plus a check that the inner tree was not replaced in
-//! between); writers lock one leaf (two for the removal of an empty leaf).
-//! Freed leaves and out-of-line blocks, and replaced inner nodes, are reclaimed
-//! through `crossbeam-epoch`, so a pinned reader never sees them reused.
+//! Concurrency: readers traverse the inner nodes with optimistic lock coupling
+//! and are optimistic on the leaf too (per-leaf version lock read before and
+//! validated after, plus a validation of the level-0 inner node after the leaf's
+//! version was taken, see [`inner::Route::still_valid`]); writers lock one leaf
+//! (two for the removal of an empty leaf), and structure modifications lock the
+//! inner nodes they change. Freed leaves and out-of-line blocks, and replaced
+//! long-separator arrays of inner nodes, are reclaimed through `crossbeam-epoch`,
+//! so a pinned reader never sees them reused.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_epoch::{self as epoch, Guard};
 use ferrite_pm::{Heap, Marker, ObjectId, PmError, Pool, PoolOptions};
 
-use crate::inner::{self, prefix_of, Node, SearchKey, Sep};
+use crate::inner::{prefix_of, Inner, SearchKey, Sep};
 use crate::kv::{
     check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
 };
@@ -135,9 +138,8 @@ pub struct FerriteIndex {
     base: *mut u8,
     durable: bool,
     head: u64,
-    root: AtomicPtr<Node>,
-    /// Serialises changes of the inner tree.
-    smo: Mutex<()>,
+    /// DRAM inner nodes (with the mutex that serialises their changes).
+    inner: Inner,
     /// Serialises write batches (one log root word).
     batch: Mutex<()>,
     /// Odd while a write batch is being applied (a sequence lock): reads that
@@ -152,8 +154,7 @@ pub struct FerriteIndex {
 
 // SAFETY: `base` points into the mapping that `pool` (and `heap`) keep alive for
 // the index's lifetime; concurrent access to PM words goes through atomics under
-// the leaf-lock protocol; inner nodes are immutable once published and reclaimed
-// through the epoch.
+// the leaf-lock protocol; inner nodes are `Sync` on their own (see `inner`).
 unsafe impl Send for FerriteIndex {}
 // SAFETY: see above.
 unsafe impl Sync for FerriteIndex {}
@@ -379,8 +380,7 @@ impl FerriteIndex {
             base,
             durable,
             head,
-            root: AtomicPtr::new(std::ptr::null_mut()),
-            smo: Mutex::new(()),
+            inner: Inner::build(Vec::new()),
             batch: Mutex::new(()),
             batch_seq: BatchSeq::default(),
             counts: (0..STRIPES).map(|_| Stripe::default()).collect(),
@@ -403,10 +403,7 @@ impl FerriteIndex {
         }
         idx.counts[0].0.store(rec.keys as i64, Ordering::Relaxed);
         let nleaves = rec.leaves.len() as u64;
-        idx.root.store(
-            inner::build(std::mem::take(&mut rec.leaves)),
-            Ordering::Release,
-        );
+        idx.inner = Inner::build(std::mem::take(&mut rec.leaves));
         idx.rebuild = RebuildStats {
             leaves: nleaves,
             keys: rec.keys,
@@ -430,14 +427,13 @@ impl FerriteIndex {
 
     /// DRAM and PM bytes in use.
     pub fn memory_usage(&self) -> MemoryUsage {
-        let g = epoch::pin();
-        let root = self.root.load(Ordering::Acquire);
-        // SAFETY: root is live while `g` is pinned.
-        let dram = unsafe { inner::bytes(root) };
         let mut leaves = Vec::new();
-        // SAFETY: as above.
-        unsafe { inner::leaves(root, &mut leaves) };
-        drop(g);
+        let dram = {
+            // A consistent walk: no structure change while the mutex is held.
+            let s = self.inner.lock();
+            s.leaves(&mut leaves);
+            s.bytes()
+        };
         let cs = self.pool.header().chunk_size;
         let chunks = self
             .pool
@@ -563,16 +559,6 @@ impl FerriteIndex {
         r.iter().copied().collect()
     }
 
-    fn retire_nodes(&self, nodes: Vec<*mut Node>, g: &Guard) {
-        for p in nodes {
-            // SAFETY: `p` was replaced by path copying and is unreachable from the
-            // newly published root; readers pinned before the swap may still use
-            // it, so it is freed (shallowly: its children are shared) only after
-            // their epoch.
-            unsafe { g.defer_unchecked(move || inner::free_shallow(p)) };
-        }
-    }
-
     /// Spins until `lf` is unlocked; its version, or None when it is obsolete.
     #[inline]
     fn read_begin(&self, lf: Leaf) -> Option<u64> {
@@ -602,14 +588,15 @@ impl FerriteIndex {
         })
     }
 
-    /// Locks the leaf whose range holds `sk`.
-    fn lock_for(&self, sk: &SearchKey<'_>) -> Locked {
+    /// Locks the leaf whose range holds `sk`. Validating the route after the
+    /// lock is taken makes the leaf the right one at that moment, and its range
+    /// cannot change while it is locked (a split or a removal of it needs its
+    /// lock, a removal of its successor needs it as the locked predecessor).
+    fn lock_for(&self, sk: &SearchKey<'_>, g: &Guard) -> Locked {
         loop {
-            let tree = self.root.load(Ordering::Acquire);
-            // SAFETY: the caller is pinned; `tree` is a published root.
-            let r = unsafe { inner::route(tree, sk, true) };
-            if let Some(l) = self.lock(self.leaf(r.leaf)) {
-                if self.root.load(Ordering::Acquire) == tree {
+            let rt = self.inner.route(sk, true, false, g);
+            if let Some(l) = self.lock(self.leaf(rt.leaf)) {
+                if rt.still_valid() {
                     return l;
                 }
             }
@@ -728,12 +715,10 @@ impl FerriteIndex {
         check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
         let sk = SearchKey::new(key);
         let fp = fingerprint(key);
-        let _g = epoch::pin();
+        let g = epoch::pin();
         'retry: loop {
-            let tree = self.root.load(Ordering::Acquire);
-            // SAFETY: pinned; `tree` is a published root.
-            let r = unsafe { inner::route(tree, &sk, true) };
-            let lf = self.leaf(r.leaf);
+            let rt = self.inner.route(&sk, true, false, &g);
+            let lf = self.leaf(rt.leaf);
             let Some(v) = self.read_begin(lf) else {
                 continue;
             };
@@ -768,13 +753,16 @@ impl FerriteIndex {
                     break;
                 }
             }
+            // The leaf's version was taken before these checks: a validated
+            // route means no split moved the key out of this leaf before we read
+            // it (see `Route::still_valid`).
             let Some(r) = hit else {
-                if self.validate(lf, v) && self.root.load(Ordering::Acquire) == tree {
+                if self.validate(lf, v) && rt.still_valid() {
                     return Ok(false);
                 }
                 continue;
             };
-            if !self.validate(lf, v) || self.root.load(Ordering::Acquire) != tree {
+            if !self.validate(lf, v) || !rt.still_valid() {
                 continue;
             }
             out.clear();
@@ -907,7 +895,7 @@ impl FerriteIndex {
         if n == 0 {
             return Ok(0);
         }
-        let _g = epoch::pin();
+        let g = epoch::pin();
         let mut resume = start.to_vec();
         let mut incl = inclusive;
         let mut done = 0;
@@ -917,15 +905,13 @@ impl FerriteIndex {
         'outer: loop {
             let sk = SearchKey::new(&resume);
             let sw = key_words(&resume);
-            let tree = self.root.load(Ordering::Acquire);
-            // SAFETY: pinned; published root.
-            let r = unsafe { inner::route(tree, &sk, true) };
-            let mut off = r.leaf;
+            let rt = self.inner.route(&sk, true, false, &g);
+            let mut off = rt.leaf;
             // The leaves that follow in the level-0 node are (almost always) the
             // next ones of the chain: start loading those the scan will need, so
             // their misses overlap instead of being paid one by one.
             for j in 1..=(n / (SLOTS / 2) + 1).min(8) {
-                match r.bottom.leaf_at(r.idx + j) {
+                match rt.leaf_after(j) {
                     Some(o) if self.pool.contains(o, LEAF_SIZE) => self.leaf(o).prefetch(),
                     _ => break,
                 }
@@ -938,6 +924,13 @@ impl FerriteIndex {
                 let Some(next) = self.snapshot(lf, &mut raws) else {
                     continue 'outer;
                 };
+                // The first leaf must be the one holding the start key: a split
+                // that moved it right would otherwise let the unfiltered next
+                // leaf emit keys below the start. Later leaves come from the
+                // chain, which is always complete and in order.
+                if filter && !rt.still_valid() {
+                    continue 'outer;
+                }
                 if raws.iter().all(|r| !r.wide() && !r.val_ool()) {
                     // Fast path (every key and value inline, the common case of
                     // 8-byte keys): sort one packed word per entry.
@@ -1029,23 +1022,20 @@ impl FerriteIndex {
 
     /// The entry with the largest key < `bound` (or the largest of all).
     fn prev_entry(&self, bound: Option<&[u8]>) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
-        let _g = epoch::pin();
+        let g = epoch::pin();
         let top = [0xffu8; MAX_KEY + 1];
         let mut b: Vec<u8> = bound.map_or_else(|| top.to_vec(), |b| b.to_vec());
         let mut raws = Vec::with_capacity(SLOTS);
         let mut order = Vec::with_capacity(SLOTS);
         'outer: loop {
-            let tree = self.root.load(Ordering::Acquire);
             let sk = SearchKey::new(&b);
-            // SAFETY: pinned; published root.
-            let r = unsafe { inner::route(tree, &sk, false) };
-            let low = r.low_sep();
-            let lf = self.leaf(r.leaf);
-            if self.snapshot(lf, &mut raws).is_none() || self.sort_raw(&raws, &mut order).is_none()
-            {
+            let mut rt = self.inner.route(&sk, false, true, &g);
+            let low = rt.low.take();
+            let lf = self.leaf(rt.leaf);
+            if self.snapshot(lf, &mut raws).is_none() || !rt.still_valid() {
                 continue;
             }
-            if self.root.load(Ordering::Acquire) != tree {
+            if self.sort_raw(&raws, &mut order).is_none() {
                 continue;
             }
             let bw = key_words(&b);
@@ -1076,7 +1066,7 @@ impl FerriteIndex {
         let fp = fingerprint(key);
         let g = epoch::pin();
         loop {
-            let mut lk = self.lock_for(&sk);
+            let mut lk = self.lock_for(&sk, &g);
             let lf = lk.lf;
             match self.find_locked(lf, &sk, fp) {
                 Some(r) => {
@@ -1243,14 +1233,11 @@ impl FerriteIndex {
         }
         self.fence();
         lk.dirty = true;
-        {
-            let _s = self.smo.lock().unwrap_or_else(|e| e.into_inner());
-            let cur = self.root.load(Ordering::Acquire);
-            // SAFETY: `cur` is the current root and we hold the structure mutex.
-            let u = unsafe { inner::insert(cur, Sep::from_key(&split_key), off) };
-            self.root.store(u.root, Ordering::Release);
-            self.retire_nodes(u.retired, g);
-        }
+        // The separator goes into the inner nodes while this leaf is still
+        // locked (the caller unlocks it): that is what lets a reader's check of
+        // the level-0 node after taking the leaf's version catch this split (see
+        // `Route::still_valid`).
+        self.inner.lock().insert(Sep::from_key(&split_key), off, g);
         nl.lock_word().store(4, Ordering::Release);
         self.splits.fetch_add(1, Ordering::Relaxed);
         Ok(placed)
@@ -1342,7 +1329,7 @@ impl FerriteIndex {
         let sk = SearchKey::new(key);
         let fp = fingerprint(key);
         let g = epoch::pin();
-        let mut lk = self.lock_for(&sk);
+        let mut lk = self.lock_for(&sk, &g);
         let lf = lk.lf;
         let Some(r) = self.find_locked(lf, &sk, fp) else {
             return Ok(false);
@@ -1371,19 +1358,21 @@ impl FerriteIndex {
     /// predecessor can be locked without waiting and its separator is removable).
     fn unlink_empty(&self, lk: &mut Locked, sk: &SearchKey<'_>, g: &Guard) {
         let lf = lk.lf;
-        let _s = self.smo.lock().unwrap_or_else(|e| e.into_inner());
-        let tree = self.root.load(Ordering::Acquire);
-        // SAFETY: pinned; current root under the structure mutex.
-        let r = unsafe { inner::route(tree, sk, true) };
+        let mut s = self.inner.lock();
+        // No structure change can run while `s` is held, so these routes are
+        // the current tree.
+        let r = self.inner.route(sk, true, true, g);
         if r.leaf != lf.off {
             return;
         }
-        let Some(low) = r.low_sep() else {
+        let Some(low) = r.low else {
             return;
         };
         let low = low.to_vec();
-        // SAFETY: as above.
-        let p = unsafe { inner::route(tree, &SearchKey::new(&low), false) }.leaf;
+        let p = self
+            .inner
+            .route(&SearchKey::new(&low), false, false, g)
+            .leaf;
         if p == lf.off {
             return;
         }
@@ -1394,16 +1383,17 @@ impl FerriteIndex {
         if pl.next() != lf.off {
             return;
         }
-        // SAFETY: current root, structure mutex held.
-        let Some(u) = (unsafe { inner::remove(tree, &low, lf.off) }) else {
+        // Both leaves stay locked until the end, so the order of the inner-node
+        // change and the chain store is invisible to readers: one routed to this
+        // leaf waits and then finds it obsolete, one routed to the predecessor
+        // waits for the new `next`.
+        if !s.remove(&low, lf.off, g) {
             return;
-        };
+        }
         pl.w(W_NEXT).store(lf.next(), Ordering::Release);
         self.flush_line(pl, 0);
         self.fence();
         plk.dirty = true;
-        self.root.store(u.root, Ordering::Release);
-        self.retire_nodes(u.retired, g);
         lk.obsolete = true;
         self.free_later(lf.off, g);
         self.unlinks.fetch_add(1, Ordering::Relaxed);
@@ -1474,8 +1464,7 @@ impl FerriteIndex {
     pub fn check_structure(&self) -> Result<Vec<(u64, u64)>, String> {
         let _g = epoch::pin();
         let mut tree_leaves = Vec::new();
-        // SAFETY: pinned.
-        unsafe { inner::leaves(self.root.load(Ordering::Acquire), &mut tree_leaves) };
+        self.inner.lock().leaves(&mut tree_leaves);
         let mut chain = Vec::new();
         let mut off = self.head;
         let mut blocks = Vec::new();
@@ -1538,13 +1527,8 @@ impl FerriteIndex {
 
 impl Drop for FerriteIndex {
     fn drop(&mut self) {
+        // The inner tree frees itself (`Inner`'s drop).
         self.drain_reclaim();
-        let root = self.root.swap(std::ptr::null_mut(), Ordering::AcqRel);
-        if !root.is_null() {
-            // SAFETY: `&mut self`: no reader can hold the tree; retired nodes are
-            // not reachable from it.
-            unsafe { inner::free_deep(root) };
-        }
     }
 }
 

@@ -1,6 +1,7 @@
-//! Model checking of the leaf version lock with loom: every interleaving (and
-//! loom's weak-memory behaviours) of a writer and an optimistic reader, and of
-//! two writers.
+//! Model checking of the version lock (leaves and inner nodes) with loom: every
+//! interleaving (and loom's weak-memory behaviours) of a writer and an
+//! optimistic reader, of two writers, and of a leaf split against a reader
+//! doing lock coupling from the level-0 inner node into the leaf.
 
 use std::sync::atomic::Ordering;
 
@@ -112,4 +113,88 @@ fn obsolete_leaves_refuse_everyone() {
         assert!(vlock::lock(&l.lock).is_none());
         assert!(vlock::try_lock(&l.lock).is_none());
     });
+}
+
+/// A level-0 inner node with one separator slot over two leaves, each with a
+/// flag saying whether it holds the reader's key.
+struct Split {
+    node: LoomWord,
+    /// 0: the key routes to leaf 0; 1: to leaf 1.
+    sep: AtomicU64,
+    locks: [LoomWord; 2],
+    has: [AtomicU64; 2],
+}
+
+/// A split of leaf 0 that moves the key to a new leaf 1, as `tree.rs` does it:
+/// the leaf stays locked until the separator is in the (locked) node; the new
+/// leaf is locked until then too.
+fn split_writer(t: &Split) {
+    let v = vlock::lock(&t.locks[0]).unwrap();
+    t.has[1].store(1, Ordering::Relaxed);
+    t.has[0].store(0, Ordering::Relaxed);
+    let vn = vlock::lock(&t.node).unwrap();
+    t.sep.store(1, Ordering::Relaxed);
+    vlock::unlock(&t.node, vn, true, false);
+    t.locks[1].store(vlock::STEP, Ordering::Release);
+    vlock::unlock(&t.locks[0], v, true, false);
+}
+
+/// A lookup: route through the node, read the leaf, validate the leaf and
+/// (when `check_node`) the node again. Gives up after a few restarts (loom
+/// explores bounded loops only); a lookup that validates must see the key.
+fn lookup(t: &Split, check_node: bool) {
+    for _ in 0..3 {
+        let Some(vn) = vlock::read_begin(&t.node) else {
+            continue;
+        };
+        let s = t.sep.load(Ordering::Relaxed) as usize;
+        if !vlock::validate(&t.node, vn) {
+            continue;
+        }
+        let Some(vl) = vlock::read_begin(&t.locks[s]) else {
+            continue;
+        };
+        let has = t.has[s].load(Ordering::Relaxed);
+        if !vlock::validate(&t.locks[s], vl) {
+            continue;
+        }
+        if check_node && !vlock::validate(&t.node, vn) {
+            continue;
+        }
+        assert_eq!(has, 1, "lookup missed a key moved by a split");
+        return;
+    }
+}
+
+fn split_vs_lookup(check_node: bool) {
+    loom::model(move || {
+        let t = Arc::new(Split {
+            node: LoomWord(AtomicU64::new(0)),
+            sep: AtomicU64::new(0),
+            locks: [
+                LoomWord(AtomicU64::new(0)),
+                LoomWord(AtomicU64::new(vlock::LOCKED)),
+            ],
+            has: [AtomicU64::new(1), AtomicU64::new(0)],
+        });
+        let w = t.clone();
+        let writer = thread::spawn(move || split_writer(&w));
+        lookup(&t, check_node);
+        writer.join().unwrap();
+    });
+}
+
+/// Validating the level-0 node after taking the leaf's version closes the
+/// split race (`inner::Route::still_valid`).
+#[test]
+fn lookups_validating_the_node_never_miss_a_moved_key() {
+    split_vs_lookup(true);
+}
+
+/// Without that validation loom finds the lost key: the reader routes to leaf
+/// 0, the split runs to completion, the reader reads leaf 0 without the key.
+#[test]
+#[should_panic(expected = "lookup missed a key moved by a split")]
+fn lookups_without_the_node_validation_miss_moved_keys() {
+    split_vs_lookup(false);
 }

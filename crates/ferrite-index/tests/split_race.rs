@@ -1,0 +1,222 @@
+//! Readers against structure modifications: lookups, scans and cursors look for
+//! keys that are present for the whole run while writers churn the keys around
+//! them, so leaves holding those keys split constantly (moving them to new
+//! right siblings, and splitting inner nodes) and leaves emptied of churn keys
+//! are unlinked. Every read of a present key must find it: a reader whose route
+//! went stale while it read a leaf (the split race that the level-0 validation
+//! in `inner::Route::still_valid` closes) would miss it, or, for a scan, start
+//! in the wrong leaf and emit keys below its start.
+//!
+//! Removing that validation from the lookup, scan or cursor path makes the
+//! respective check below fail (within the first run, usually the first
+//! second).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use ferrite_index::{FerriteIndex, OrderedKv};
+use ferrite_pm::sim::SplitMix;
+use ferrite_pm::{Pool, PoolOptions};
+
+/// One key in `GAP` (the middle one, [`present`]) is present throughout; the
+/// others are churn. A gap is wider than a leaf, so when its churn keys are
+/// deleted the leaves holding only churn keys are unlinked (their ranges fold
+/// into the leaf holding the present key), and the next wave splits that leaf
+/// again, moving the present key whenever it lands in the upper half.
+const GAP: u64 = 64;
+const PRESENT: u64 = 500;
+const WRITERS: u64 = 2;
+const READERS: u64 = 2;
+const WAVES: u64 = 50;
+
+fn present(i: u64) -> u64 {
+    i * GAP + GAP / 2
+}
+
+fn is_present(k: u64) -> bool {
+    k % GAP == GAP / 2
+}
+
+fn key(k: u64) -> [u8; 8] {
+    k.to_be_bytes()
+}
+
+fn val(k: u64) -> Vec<u8> {
+    // Long enough to go out of line for some keys (exercises block reads).
+    if k.is_multiple_of(3) {
+        k.to_le_bytes().repeat(2)
+    } else {
+        k.to_le_bytes().to_vec()
+    }
+}
+
+fn kn(k: &[u8]) -> u64 {
+    u64::from_be_bytes(k.try_into().expect("8-byte key"))
+}
+
+/// Checks one reader operation; returns a description of a violation.
+/// Half of the reads go to the gap a writer just inserted into, where the
+/// splits are happening (`hot`: the writers' latest keys).
+fn read_once(idx: &FerriteIndex, rng: &mut SplitMix, hot: &[AtomicU64]) -> Result<(), String> {
+    let p = if rng.below(2) == 0 {
+        present(rng.below(PRESENT))
+    } else {
+        present(hot[rng.below(WRITERS) as usize].load(Ordering::Relaxed) / GAP)
+    };
+    match rng.below(4) {
+        0 | 1 => match idx.get(&key(p)).map_err(|e| e.to_string())? {
+            Some(v) if v == val(p) => Ok(()),
+            Some(_) => Err(format!("get({p}): wrong value")),
+            None => Err(format!("get({p}): present key missed")),
+        },
+        2 => {
+            // A scan from a present key starts with it, is sorted and includes
+            // every present key up to where it stopped.
+            let mut got = Vec::new();
+            idx.scan(&key(p), 24, &mut |k, v| {
+                got.push(kn(k));
+                assert_eq!(v, val(kn(k)), "scan: value of another key");
+            })
+            .map_err(|e| e.to_string())?;
+            if got.first() != Some(&p) {
+                return Err(format!("scan({p}) started at {:?}", got.first()));
+            }
+            if got.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("scan({p}) out of order: {got:?}"));
+            }
+            let last = *got.last().expect("non-empty");
+            let seen = got.iter().filter(|&&k| is_present(k)).count() as u64;
+            if seen != (last - p) / GAP + 1 {
+                return Err(format!("scan({p}) skipped a present key: {got:?}"));
+            }
+            Ok(())
+        }
+        _ => {
+            // Cursor: seek lands on the next present key (in another leaf, most
+            // of the time: a gap is wider than a leaf), and the step back from
+            // it lands in this gap, at or after the present key, through the
+            // "largest key below" search and the leaves' low keys.
+            let p2 = p + GAP;
+            if p2 > present(PRESENT - 1) {
+                return Ok(());
+            }
+            let mut c = idx.cursor().map_err(|e| e.to_string())?;
+            match c.seek(&key(p2)).map_err(|e| e.to_string())? {
+                Some((k, _)) if kn(&k) == p2 => {}
+                other => {
+                    return Err(format!(
+                        "seek({p2}) returned {:?}",
+                        other.map(|(k, _)| kn(&k))
+                    ))
+                }
+            }
+            match c.prev().map_err(|e| e.to_string())? {
+                Some((k, _)) if (p..p2).contains(&kn(&k)) => Ok(()),
+                other => Err(format!(
+                    "prev below {p2}: {:?}, want a key in {p}..{p2}",
+                    other.map(|(k, _)| kn(&k))
+                )),
+            }
+        }
+    }
+}
+
+fn race(idx: &FerriteIndex) {
+    for i in 0..PRESENT {
+        assert!(idx.insert(&key(present(i)), &val(present(i))).unwrap());
+    }
+    let stop = AtomicBool::new(false);
+    let reads = AtomicU64::new(0);
+    let hot: Vec<AtomicU64> = (0..WRITERS).map(|_| AtomicU64::new(0)).collect();
+    let barrier = Barrier::new((WRITERS + READERS) as usize);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (splits0, unlinks0) = idx.structure_stats();
+    std::thread::scope(|s| {
+        let readers: Vec<_> = (0..READERS)
+            .map(|t| {
+                let (stop, reads, barrier, hot) = (&stop, &reads, &barrier, &hot);
+                s.spawn(move || {
+                    barrier.wait();
+                    let mut rng = SplitMix(1000 + t);
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Err(e) = read_once(idx, &mut rng, hot) {
+                            stop.store(true, Ordering::Relaxed);
+                            panic!("after {n} reads: {e}");
+                        }
+                        n += 1;
+                    }
+                    reads.fetch_add(n, Ordering::Relaxed);
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|t| {
+                let (stop, barrier, hot) = (&stop, &barrier, &hot);
+                s.spawn(move || {
+                    barrier.wait();
+                    // Writer t owns the churn keys j*GAP + o with o % WRITERS == t.
+                    let mut mine: Vec<u64> = (0..PRESENT * GAP)
+                        .filter(|&k| !is_present(k) && (k % GAP) % WRITERS == t)
+                        .collect();
+                    let mut rng = SplitMix(t + 7);
+                    for _ in 0..WAVES {
+                        // Random order: splits land everywhere, and a leaf's
+                        // present keys end up in its upper half as often as not.
+                        for i in (1..mine.len()).rev() {
+                            mine.swap(i, rng.below(i as u64 + 1) as usize);
+                        }
+                        for &k in &mine {
+                            if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
+                                return;
+                            }
+                            hot[t as usize].store(k, Ordering::Relaxed);
+                            assert!(idx.insert(&key(k), &val(k)).unwrap());
+                        }
+                        for &k in &mine {
+                            if stop.load(Ordering::Relaxed) {
+                                return;
+                            }
+                            assert!(idx.remove(&key(k)).unwrap());
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().unwrap();
+        }
+    });
+    let (splits, unlinks) = idx.structure_stats();
+    let reads = reads.load(Ordering::Relaxed);
+    eprintln!(
+        "split race: {reads} reads against {} splits and {} unlinks",
+        splits - splits0,
+        unlinks - unlinks0
+    );
+    assert!(splits - splits0 > 1000 && unlinks - unlinks0 > 100 && reads > 1000);
+    for i in 0..PRESENT {
+        assert_eq!(idx.get(&key(present(i))).unwrap(), Some(val(present(i))));
+    }
+    idx.check_structure().unwrap();
+}
+
+#[test]
+fn readers_never_miss_keys_during_splits_and_unlinks() {
+    let pool = Pool::create_volatile(256 << 20, &PoolOptions::default()).unwrap();
+    let idx = FerriteIndex::open_or_create(&pool, "race").unwrap();
+    race(&idx);
+    assert_eq!(idx.count() as u64, PRESENT);
+    idx.exhaust_and_account().unwrap();
+}
+
+#[test]
+fn readers_never_miss_keys_volatile_mode() {
+    let idx = FerriteIndex::volatile(256 << 20).unwrap();
+    race(&idx);
+}
