@@ -233,3 +233,32 @@ fn check_verifies_elf_objects_without_modifying_the_pool() {
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stdout(&o).contains("CORRUPT"));
 }
+
+#[test]
+fn memory_floor_bench_reports_every_cell() {
+    let out = Tmp::new("membench-out");
+    let o = ferrite(&[
+        "bench",
+        "memory",
+        "--region",
+        "4M",
+        "--ops",
+        "20000",
+        "--out",
+        out.s(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rs = v["results"].as_array().unwrap();
+    // 3 regions (pool, DRAM 4 KiB, DRAM huge pages) x 3 patterns.
+    assert_eq!(rs.len(), 9);
+    for r in rs {
+        assert!(r["mops"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["ns_per_op"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(std::path::Path::new(out.s()).join("memory.svg").exists());
+    std::fs::remove_dir_all(out.s()).unwrap();
+    let bad = ferrite(&["bench", "memory", "--region", "4K"]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+}

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use ferrite_bench::workload::{scramble, Distribution, IdGen, Rng};
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::TempPool;
 use ferrite_report::{chart, BenchResult, Report};
@@ -78,44 +79,44 @@ impl Drop for Anon {
     }
 }
 
-/// Lays a random cyclic chain of 64-byte lines over `base..base+len` (each
-/// line's first word is the offset of the next), then times `ops` dependent
-/// reads along it and `ops` independent random reads in groups of `group`
-/// leaves of `leaf_lines` lines (a scan's access pattern). Returns
-/// (ns per dependent read, ns per group).
+/// Times `ops` dependent reads of 64-byte lines of `base..base+len` (each
+/// address is the next line of a precomputed sequence plus the value the
+/// previous read returned, which is always 0: the CPU cannot start a read before
+/// the previous one is back), with line ids drawn from `dist` and scattered over
+/// the region as a hashed key's leaf would be. Returns ns per read.
 ///
 /// # Safety
 /// `base..base+len` must be writable memory owned by the caller.
-unsafe fn measure(
-    base: *mut u8,
-    len: usize,
-    ops: u64,
-    group: usize,
-    leaf_lines: usize,
-) -> (f64, f64) {
-    let lines = len / 64;
-    let mut order: Vec<u32> = (0..lines as u32).collect();
-    let mut rng = SplitMix(0x5eed);
-    for i in (1..lines).rev() {
-        order.swap(i, rng.below(i as u64 + 1) as usize);
-    }
-    for i in 0..lines {
-        let next = order[(i + 1) % lines] as u64 * 64;
-        // SAFETY: order[i] < lines, so the word is inside the region (caller).
-        unsafe { (base.add(order[i] as usize * 64) as *mut u64).write(next) };
-    }
-    drop(order);
-    let mut cur = 0u64;
+unsafe fn dependent(base: *mut u8, len: usize, ops: u64, dist: Distribution) -> f64 {
+    let lines = (len / 64) as u64;
+    // SAFETY: the region is ours (caller); zero it so every read returns 0.
+    unsafe { std::ptr::write_bytes(base, 0, len) };
+    let ids = IdGen::new(lines, dist);
+    let mut rng = Rng(0x5eed);
+    let seq: Vec<u32> = (0..ops)
+        .map(|_| (scramble(ids.next(&mut rng)) % lines) as u32)
+        .collect();
+    let mut v = 0u64;
     let t = Instant::now();
-    for _ in 0..ops {
-        // SAFETY: every stored offset is a line inside the region.
-        cur = unsafe { (base.add(cur as usize) as *const u64).read_volatile() };
+    for &l in &seq {
+        let at = l as usize * 64 + v as usize;
+        // SAFETY: l < lines and v == 0, so the word is inside the region.
+        v = unsafe { (base.add(at) as *const u64).read_volatile() };
     }
-    let dep = t.elapsed().as_secs_f64() * 1e9 / ops as f64;
-    std::hint::black_box(cur);
+    std::hint::black_box(v);
+    t.elapsed().as_secs_f64() * 1e9 / ops as f64
+}
+
+/// Times groups of `group` random leaves of `leaf_lines` lines read with
+/// independent loads (a scan's pattern once it knows the leaves). ns per group.
+///
+/// # Safety
+/// `base..base+len` must be readable memory owned by the caller.
+unsafe fn leaf_groups(base: *mut u8, len: usize, ops: u64, group: usize, leaf_lines: usize) -> f64 {
     let leaf = 64 * leaf_lines;
     let leaves = (len / leaf) as u64;
     let groups = (ops / (group * leaf_lines) as u64).max(1);
+    let mut rng = SplitMix(0x5eed);
     let mut sum = 0u64;
     let t = Instant::now();
     for _ in 0..groups {
@@ -128,9 +129,29 @@ unsafe fn measure(
             }
         }
     }
-    let grp = t.elapsed().as_secs_f64() * 1e9 / groups as f64;
     std::hint::black_box(sum);
-    (dep, grp)
+    t.elapsed().as_secs_f64() * 1e9 / groups as f64
+}
+
+/// The three measurements on one region: (uniform, selfsimilar 0.2, leaf groups).
+///
+/// # Safety
+/// `base..base+len` must be writable memory owned by the caller.
+unsafe fn measure(
+    base: *mut u8,
+    len: usize,
+    ops: u64,
+    group: usize,
+    leaf_lines: usize,
+) -> [f64; 3] {
+    // SAFETY: forwarded contract.
+    unsafe {
+        [
+            dependent(base, len, ops, Distribution::Uniform),
+            dependent(base, len, ops, Distribution::SelfSimilar(0.2)),
+            leaf_groups(base, len, ops, group, leaf_lines),
+        ]
+    }
 }
 
 /// Dependent and independent random reads on the pool mapping and on DRAM.
@@ -147,38 +168,44 @@ pub fn memory(a: MemoryArgs) -> Result<i32> {
     let heap_id = pool.create_object("memory-bench", "ferrite.bench")?;
     let (heap, _) = pool.open_heap(heap_id, |_| Ok(()))?;
     let off = heap.alloc(len)?;
-    let mut cells: Vec<(String, f64, f64)> = Vec::new();
+    let mut cells: Vec<(String, [f64; 3])> = Vec::new();
     // SAFETY: the block is ours, `len` bytes long and mapped.
-    let (d, g) = unsafe { measure(pool.at(off, len), len, a.ops, group, leaf_lines) };
-    cells.push((format!("pool ({})", pool.durability().name()), d, g));
+    let m = unsafe { measure(pool.at(off, len), len, a.ops, group, leaf_lines) };
+    cells.push((format!("pool ({})", pool.durability().name()), m));
     for (name, huge) in [("dram-4k-pages", false), ("dram-huge-pages", true)] {
-        let m = Anon::new(len, huge)?;
+        let anon = Anon::new(len, huge)?;
         // SAFETY: the mapping is ours and `len` bytes long.
-        let (d, g) = unsafe { measure(m.ptr, len, a.ops, group, leaf_lines) };
-        cells.push((name.to_string(), d, g));
+        let m = unsafe { measure(anon.ptr, len, a.ops, group, leaf_lines) };
+        cells.push((name.to_string(), m));
     }
-    for (name, d, g) in &cells {
-        r.results
-            .push(BenchResult::new("dependent-read", name, None, 1, 1e3 / d).with("ns_per_op", *d));
-        r.results.push(
-            BenchResult::new("scan-leaves", name, Some(json!(group)), 1, 1e3 / g)
-                .with("ns_per_op", *g),
-        );
+    for (name, m) in &cells {
+        for (bench, param, ns) in [
+            ("dependent-read", json!("uniform"), m[0]),
+            ("dependent-read", json!("selfsimilar-0.2"), m[1]),
+            ("scan-leaves", json!(group), m[2]),
+        ] {
+            r.results.push(
+                BenchResult::new(bench, name, Some(param), 1, 1e3 / ns).with("ns_per_op", ns),
+            );
+        }
     }
     r.notes.push(format!(
-        "dependent-read: one random 64-byte read whose address comes from the previous one, over {} MiB; \
-         Mops/s = 1000/ns is the single-thread ceiling of any lookup that reads one uncached leaf",
+        "dependent-read: one random 64-byte read whose address depends on the previous read, over {} MiB, \
+         lines drawn uniformly or selfsimilar(0.2) (80% of reads on 20% of lines, as PiBench's mixed run); \
+         Mops/s = 1000/ns is the single-thread ceiling of any lookup that reads one leaf",
         len >> 20
     ));
     r.notes.push(format!(
         "scan-leaves: {group} random {}-byte leaves read with independent loads (a 100-record scan); Mops/s counts groups",
         64 * leaf_lines
     ));
-    let cats = vec!["dependent-read".to_string(), "scan-leaves".to_string()];
-    let series: Vec<(String, Vec<f64>)> = cells
-        .iter()
-        .map(|(n, d, g)| (n.clone(), vec![*d, *g]))
-        .collect();
+    let cats = vec![
+        "dependent read, uniform".to_string(),
+        "dependent read, selfsimilar 0.2".to_string(),
+        format!("{group} leaves, independent"),
+    ];
+    let series: Vec<(String, Vec<f64>)> =
+        cells.iter().map(|(n, m)| (n.clone(), m.to_vec())).collect();
     let svg = chart::bar_chart("Memory latency floor", "ns", &cats, &series);
     let cols = ["ns_per_op"];
     let path = r.write_outputs(&a.out, "memory", &cols, &svg)?;
