@@ -141,12 +141,8 @@ pub struct ElfBenchArgs {
     pub duckdb_python: Option<PathBuf>,
     #[arg(long, default_value = "scripts/tpch/duckdb_baseline.py")]
     pub duckdb_script: PathBuf,
-    #[arg(long, default_value = "/dev/shm")]
-    pub pool_dir: PathBuf,
-    #[arg(long, default_value = "bench-out")]
-    pub out: PathBuf,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub io: super::pmbench::BenchIo,
 }
 
 /// Keeps a pool error visible to the exit-code logic (2 = missing/bad pool).
@@ -410,7 +406,7 @@ pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
         card: a.card,
         queries: a.queries,
         seed: a.seed,
-        pool_dir: a.pool_dir.clone(),
+        pool_dir: a.io.pool_dir.clone(),
         threads: a.threads,
         read_ns: a.read_ns,
         experiments,
@@ -418,9 +414,9 @@ pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
         duckdb_python: a.duckdb_python.clone(),
         duckdb_script: a.duckdb_script.clone(),
         grid_rows: a.grid_rows,
-        out: a.out.clone(),
+        out: a.io.out.clone(),
     };
-    let quiet = a.json;
+    let quiet = a.io.json;
     let (mut report, charts) = ferrite_elf::bench::run(&cfg, &mut |m| {
         if !quiet {
             eprintln!("[elf] {m}");
@@ -428,10 +424,10 @@ pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
     })
     .map_err(lift)?;
     report.command = std::env::args().collect::<Vec<_>>().join(" ");
-    std::fs::create_dir_all(&a.out)?;
+    std::fs::create_dir_all(&a.io.out)?;
     let mut first_chart = None;
     for (stem, svg) in &charts {
-        let p = a.out.join(format!("{stem}.svg"));
+        let p = a.io.out.join(format!("{stem}.svg"));
         std::fs::write(&p, svg)?;
         first_chart.get_or_insert(p);
     }
@@ -443,7 +439,7 @@ pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
         "speedup_vs_seq",
     ];
     let main_svg = charts.first().map_or("", |c| c.1.as_str());
-    let main = report.write_outputs(&a.out, "elf", &extra, main_svg)?;
-    report.print(a.json, &extra, first_chart.as_deref().or(Some(&main)));
+    let main = report.write_outputs(&a.io.out, "elf", &extra, main_svg)?;
+    report.print(a.io.json, &extra, first_chart.as_deref().or(Some(&main)));
     Ok(0)
 }

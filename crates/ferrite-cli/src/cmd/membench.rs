@@ -8,7 +8,6 @@
 //! The numbers here bound what any index (Ferrite's or a peer's) can reach with
 //! one thread: `1000 / ns` million dependent reads per second.
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -29,14 +28,8 @@ pub struct MemoryArgs {
     /// Reads per cell
     #[arg(long, default_value_t = 4_000_000)]
     pub ops: u64,
-    /// Directory for the pool
-    #[arg(long, default_value = "/dev/shm")]
-    pub pool_dir: PathBuf,
-    /// Where the table, JSON and chart go
-    #[arg(long, default_value = "bench-out")]
-    pub out: PathBuf,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub io: super::pmbench::BenchIo,
 }
 
 /// An anonymous mapping (DRAM), optionally advised to use huge pages.
@@ -160,7 +153,7 @@ pub fn memory(a: MemoryArgs) -> Result<i32> {
     anyhow::ensure!(len >= 1 << 20, "--region must be at least 1M");
     let (group, leaf_lines) = (7, 8);
     let mut r = Report::new("memory");
-    let tp = TempPool::create(&a.pool_dir, "memory", a.region + (64 << 20))?;
+    let tp = TempPool::create(&a.io.pool_dir, "memory", a.region + (64 << 20))?;
     let pool = tp.pool();
     r.environment
         .insert("durability".into(), json!(pool.durability().name()));
@@ -208,7 +201,7 @@ pub fn memory(a: MemoryArgs) -> Result<i32> {
         cells.iter().map(|(n, m)| (n.clone(), m.to_vec())).collect();
     let svg = chart::bar_chart("Memory latency floor", "ns", &cats, &series);
     let cols = ["ns_per_op"];
-    let path = r.write_outputs(&a.out, "memory", &cols, &svg)?;
-    r.print(a.json, &cols, Some(&path));
+    let path = r.write_outputs(&a.io.out, "memory", &cols, &svg)?;
+    r.print(a.io.json, &cols, Some(&path));
     Ok(0)
 }

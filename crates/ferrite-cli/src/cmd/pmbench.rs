@@ -21,17 +21,11 @@ pub struct PersistArgs {
     /// Region the sequential and random patterns cover
     #[arg(long, value_parser = parse_size, default_value = "64M")]
     pub region: u64,
-    /// Directory for pools
-    #[arg(long, default_value = "/dev/shm")]
-    pub pool_dir: PathBuf,
-    /// Where the table, JSON and chart go
-    #[arg(long, default_value = "bench-out")]
-    pub out: PathBuf,
+    #[command(flatten)]
+    pub io: BenchIo,
     /// Latency injection: ns added per fence and per flushed line (models slower PM)
     #[arg(long, num_args = 2, value_names = ["FENCE_NS", "LINE_NS"])]
     pub inject: Option<Vec<u64>>,
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -42,10 +36,20 @@ pub struct AllocArgs {
     /// Block size in bytes
     #[arg(long, default_value_t = 64)]
     pub size: usize,
+    #[command(flatten)]
+    pub io: BenchIo,
+}
+
+/// Where a PM-layer benchmark puts its pool and its results (shared flags).
+#[derive(Args, Debug)]
+pub struct BenchIo {
+    /// Directory for pools
     #[arg(long, default_value = "/dev/shm")]
     pub pool_dir: PathBuf,
+    /// Where the table, JSON and chart go
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
+    /// Print the report as JSON
     #[arg(long)]
     pub json: bool,
 }
@@ -74,7 +78,7 @@ pub fn persist(a: PersistArgs) -> Result<i32> {
     if let Some(v) = &a.inject {
         persist::set_latency_injection(v[0], v[1]);
     }
-    let tp = TempPool::create(&a.pool_dir, "persist", a.region + (64 << 20))?;
+    let tp = TempPool::create(&a.io.pool_dir, "persist", a.region + (64 << 20))?;
     let pool = tp.pool();
     let heap_id = pool.create_object("persist-bench", "ferrite.bench")?;
     let (heap, _) = pool.open_heap(heap_id, |_| Ok(()))?;
@@ -161,15 +165,15 @@ pub fn persist(a: PersistArgs) -> Result<i32> {
         &series,
     );
     let cols = ["ns_per_op", "fences_per_op", "lines_per_op"];
-    let path = r.write_outputs(&a.out, "persist", &cols, &svg)?;
-    r.print(a.json, &cols, Some(&path));
+    let path = r.write_outputs(&a.io.out, "persist", &cols, &svg)?;
+    r.print(a.io.json, &cols, Some(&path));
     Ok(0)
 }
 
 /// Allocate(+publish) on the PM heap against the system allocator.
 pub fn alloc(a: AllocArgs) -> Result<i32> {
     let tp = TempPool::create(
-        &a.pool_dir,
+        &a.io.pool_dir,
         "alloc",
         (a.ops * (a.size as u64 + 64)).max(64 << 20) * 2,
     )?;
@@ -282,7 +286,7 @@ pub fn alloc(a: AllocArgs) -> Result<i32> {
         &series,
     );
     let cols = ["fences_per_op", "lines_per_op"];
-    let path = r.write_outputs(&a.out, "alloc", &cols, &svg)?;
-    r.print(a.json, &cols, Some(&path));
+    let path = r.write_outputs(&a.io.out, "alloc", &cols, &svg)?;
+    r.print(a.io.json, &cols, Some(&path));
     Ok(0)
 }
