@@ -338,6 +338,16 @@ fn key_words(k: &[u8]) -> (u64, u64, u32) {
     (prefix_of(k), suffix_of(k), k.len() as u32)
 }
 
+/// Result of [`FerriteIndex::snapshot_narrow`].
+enum Narrow {
+    /// Every entry inline; the next leaf's offset.
+    Done(u64),
+    /// Some entry is wide or out of line: use the general snapshot.
+    Mixed,
+    /// Obsolete or changed meanwhile: restart.
+    Retry,
+}
+
 enum UpdateOutcome {
     Done,
     NeedSplit,
@@ -789,6 +799,44 @@ impl FerriteIndex {
         }
     }
 
+    /// Entries of a leaf at a consistent version when every key and value is
+    /// inline (at most 8 bytes), as (sort word, value word): the sort word packs
+    /// key word, key length, value length and slot, so sorting it sorts by key
+    /// (keys of a leaf are distinct). Cheaper than [`Self::snapshot`] for the
+    /// 8-byte keys scans see most.
+    fn snapshot_narrow(&self, lf: Leaf, out: &mut Vec<(u128, u64)>) -> Narrow {
+        let Some(v) = self.read_begin(lf) else {
+            return Narrow::Retry;
+        };
+        out.clear();
+        let h = lf.hdrs();
+        for (l, &hl) in h.iter().enumerate() {
+            let mut valid = hdr_valid(hl);
+            while valid != 0 {
+                let s = valid.trailing_zeros() as usize;
+                valid &= valid - 1;
+                let d = hdr_desc(hl, s);
+                let (kc, vc) = (kcode(d), vcode(d));
+                if kc as usize > INLINE_MAX || vc as usize > INLINE_MAX {
+                    // Wide, out-of-line or torn: the general path decides.
+                    return Narrow::Mixed;
+                }
+                let slot = l * PER_LINE + s;
+                let w = (u128::from(lf.key_word(slot)) << 64)
+                    | (u128::from(kc) << 16)
+                    | (u128::from(vc) << 8)
+                    | slot as u128;
+                out.push((w, lf.val_word(slot)));
+            }
+        }
+        let next = lf.next();
+        if self.validate(lf, v) {
+            Narrow::Done(next)
+        } else {
+            Narrow::Retry
+        }
+    }
+
     /// Valid entries of a leaf at a consistent version (None: retry).
     fn snapshot(&self, lf: Leaf, out: &mut Vec<Raw>) -> Option<u64> {
         let v = self.read_begin(lf)?;
@@ -911,7 +959,7 @@ impl FerriteIndex {
         let mut done = 0;
         let mut raws = Vec::with_capacity(SLOTS);
         let mut order = Vec::with_capacity(SLOTS);
-        let mut packed: Vec<u128> = Vec::with_capacity(SLOTS);
+        let mut packed: Vec<(u128, u64)> = Vec::with_capacity(SLOTS);
         'outer: loop {
             let sk = SearchKey::new(&resume);
             let sw = key_words(&resume);
@@ -931,8 +979,17 @@ impl FerriteIndex {
             let mut filter = true;
             loop {
                 let lf = self.leaf(off);
-                let Some(next) = self.snapshot(lf, &mut raws) else {
-                    continue 'outer;
+                let fast = match self.snapshot_narrow(lf, &mut packed) {
+                    Narrow::Retry => continue 'outer,
+                    Narrow::Done(next) => Some(next),
+                    Narrow::Mixed => None,
+                };
+                let next = match fast {
+                    Some(next) => next,
+                    None => match self.snapshot(lf, &mut raws) {
+                        Some(next) => next,
+                        None => continue 'outer,
+                    },
                 };
                 // The first leaf must be the one holding the start key: a split
                 // that moved it right would otherwise let the unfiltered next
@@ -941,41 +998,37 @@ impl FerriteIndex {
                 if filter && !rt.still_valid() {
                     continue 'outer;
                 }
-                if raws.iter().all(|r| !r.wide() && !r.val_ool()) {
-                    // Fast path (every key and value inline, the common case of
-                    // 8-byte keys): sort one packed word per entry.
+                if fast.is_some() {
+                    // Every key and value inline (the common case of 8-byte
+                    // keys): one packed word per entry is sorted.
                     let low = filter.then(|| {
                         let (p, _, l) = sw;
-                        let bound = (u128::from(p) << 64) | (u128::from(l) << 8);
+                        let bound = (u128::from(p) << 64) | (u128::from(l) << 16);
                         if incl {
                             bound
                         } else {
-                            bound | 0xff
+                            bound | 0xffff
                         }
                     });
-                    packed.clear();
-                    packed.extend(raws.iter().enumerate().map(|(i, r)| {
-                        (u128::from(r.kw) << 64) | (u128::from(r.klen) << 8) | i as u128
-                    }));
-                    packed.sort_unstable();
+                    packed.sort_unstable_by_key(|e| e.0);
                     let mut last = None;
-                    for &w in packed.iter() {
+                    for &(w, vw) in packed.iter() {
                         if low.is_some_and(|b| w < b) {
                             continue;
                         }
-                        let r = &raws[(w & 0xff) as usize];
-                        let kb = r.kw.to_be_bytes();
-                        let vb = r.vw.to_le_bytes();
-                        f(&kb[..r.klen as usize], &vb[..vcode(r.d) as usize]);
+                        let (kw, klen, vlen) = ((w >> 64) as u64, (w >> 16) as u8, (w >> 8) as u8);
+                        let kb = kw.to_be_bytes();
+                        let vb = vw.to_le_bytes();
+                        f(&kb[..klen as usize], &vb[..vlen as usize]);
                         done += 1;
-                        last = Some(r);
+                        last = Some((kw, klen));
                         if done == n {
                             return Ok(done);
                         }
                     }
-                    if let Some(r) = last {
+                    if let Some((kw, klen)) = last {
                         resume.clear();
-                        resume.extend_from_slice(&r.kw.to_be_bytes()[..r.klen as usize]);
+                        resume.extend_from_slice(&kw.to_be_bytes()[..klen as usize]);
                         incl = false;
                     }
                     filter = false;
