@@ -1,6 +1,6 @@
-//! The `index` crash-test target: workloads that split leaves, empty and
-//! unlink them, update values across length classes and apply write batches,
-//! cut at every fence; the checker reopens each crash image through the normal
+//! The `index` crash-test target: workloads that split leaves, merge sparse
+//! ones, empty and unlink them, update values across length classes and apply
+//! write batches, cut at every fence; the checker reopens each crash image through the normal
 //! open path and compares it with a `BTreeMap` oracle of the acknowledged
 //! operations (the one in flight may be absent or complete, never partial),
 //! then exhausts the heap to prove that no block leaked or is used twice.
@@ -81,8 +81,9 @@ fn crash_value(version: u64, rng: &mut SplitMix, variable: bool) -> Vec<u8> {
         .collect()
 }
 
-/// Runs `ops` operations; phases grow the key set (splits), churn it, and
-/// shrink it in key order (empty leaves are unlinked).
+/// Runs `ops` operations; phases grow the key set (splits), churn it (sparse
+/// leaves merge), and shrink it in key order (sparse leaves merge; with
+/// merging off every other time, empty leaves are unlinked).
 pub fn crash_workload(
     cfg: &CrashConfig,
     pool: &Pool,
@@ -96,8 +97,8 @@ pub fn crash_workload(
 }
 
 /// Runs the workload on a volatile pool and returns the index's structure
-/// counters (splits, unlinked leaves), to show that it exercises both.
-pub fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u64), String> {
+/// counters (splits, unlinked leaves, merges), to show that it exercises all.
+pub fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u64, u64), String> {
     let pool = Pool::create_volatile(
         cfg.pool_size,
         &ferrite_pm::PoolOptions {
@@ -112,8 +113,7 @@ pub fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u
         c.ops = DEFAULT_OPS;
     }
     drive(&c, &idx, &Recorder::None, variable)?;
-    let s = idx.structure_stats();
-    Ok((s.0, s.1))
+    Ok(idx.structure_stats())
 }
 
 /// Where the workload records its operations.
@@ -164,6 +164,9 @@ fn drive<'a>(
     let mut sweep = 0u64;
     for i in 0..cfg.ops as u64 {
         let phase = (i / 150) % 3;
+        // Every other shrinking phase runs without merges, so that leaves also
+        // empty and are unlinked (with merges a sparse leaf rarely empties).
+        idx.set_leaf_merging(phase != 2 || (i / 450) % 2 == 0);
         let r = rng.below(100);
         let k = if phase == 2 {
             sweep = (sweep + 1) % nkeys;

@@ -11,7 +11,8 @@
 //! node once more after taking the leaf's version ([`Route::still_valid`]); see
 //! there for why that closes the race with leaf splits.
 //!
-//! Writers that change the structure (leaf splits and leaf removals) are
+//! Writers that change the structure (leaf splits, and leaf removals by
+//! empty-leaf unlinks and merges) are
 //! serialised by one mutex ([`Inner::smo`]); under it they lock the nodes they
 //! modify — the level-0 node, plus each ancestor a split propagates into —
 //! keep every lock until all of them are modified, and install a new root with
@@ -416,8 +417,10 @@ impl Route<'_> {
     /// unlock is a release store after N's unlock, the reader's leaf version an
     /// acquire load before this check), so this check fails unless the reader
     /// had routed with the new separator, i.e. to the right leaf. The removal
-    /// of an empty leaf is covered the same way: the leaf is obsolete when
-    /// unlocked, and its range only ever moves to its locked predecessor.
+    /// of an empty leaf, and of the right leaf of a merge, is covered the same
+    /// way: the removed leaf is obsolete when unlocked, and its range (with a
+    /// merge, its entries too) only ever moves to its predecessor, which stays
+    /// locked until the entries, the chain and this node are all updated.
     /// A level-0 node's own key range only changes when it splits, which
     /// changes its version too.
     #[inline]

@@ -6,20 +6,21 @@
 //! and are optimistic on the leaf too (per-leaf version lock read before and
 //! validated after, plus a validation of the level-0 inner node after the leaf's
 //! version was taken, see [`inner::Route::still_valid`]); writers lock one leaf
-//! (two for the removal of an empty leaf), and structure modifications lock the
-//! inner nodes they change. Freed leaves and out-of-line blocks, and replaced
+//! (two for the removal of an empty leaf or a merge of two sparse ones: the
+//! second is only ever try-locked, under the structure mutex), and structure
+//! modifications lock the inner nodes they change. Freed leaves and out-of-line blocks, and replaced
 //! long-separator arrays of inner nodes, are reclaimed through `crossbeam-epoch`,
 //! so a pinned reader never sees them reused.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_epoch::{self as epoch, Guard};
 use ferrite_pm::{Heap, Marker, ObjectId, PmError, Pool, PoolOptions};
 
-use crate::inner::{prefix_of, Inner, SearchKey, Sep};
+use crate::inner::{prefix_of, Inner, SearchKey, Sep, Smo};
 use crate::kv::{
     check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
 };
@@ -34,6 +35,13 @@ const R_HEAD: usize = 0;
 const R_LOG: usize = 1;
 /// Root word: [`FORMAT_TAG`].
 const R_FORMAT: usize = 2;
+
+/// A delete that leaves a leaf with at most this many slots in use tries to
+/// merge it with a neighbour.
+const MERGE_TRIGGER: usize = SLOTS / 4;
+/// A merge happens only when the two leaves use at most this many slots
+/// together (so the merged leaf does not split again soon).
+const MERGE_MAX: usize = SLOTS * 3 / 4;
 
 const LOG_MAGIC: u64 = 0x4645_4958_4c4f_4731; // "FEIXLOG1"
 const LOG_HDR: usize = 32;
@@ -53,7 +61,8 @@ pub struct RebuildStats {
     pub keys: u64,
     /// Recovery (leaf walk, tracing, repairs) plus inner-node build.
     pub duration: Duration,
-    /// Leaves repaired by recovery (interrupted split or cross-line update).
+    /// Leaves repaired by recovery (interrupted split or merge, or cross-line
+    /// update).
     pub repaired_leaves: u64,
     /// Empty leaves unlinked by recovery.
     pub unlinked_leaves: u64,
@@ -158,6 +167,9 @@ pub struct FerriteIndex {
     counts: Box<[Stripe]>,
     splits: AtomicUsize,
     unlinks: AtomicUsize,
+    merges: AtomicUsize,
+    /// Whether deletes merge sparse leaves (see [`Self::set_leaf_merging`]).
+    merging: AtomicBool,
     reclaim: Arc<Reclaim>,
     rebuild: RebuildStats,
 }
@@ -406,6 +418,8 @@ impl FerriteIndex {
             counts: (0..STRIPES).map(|_| Stripe::default()).collect(),
             splits: AtomicUsize::new(0),
             unlinks: AtomicUsize::new(0),
+            merges: AtomicUsize::new(0),
+            merging: AtomicBool::new(true),
             reclaim: Arc::new(Reclaim::default()),
             rebuild: RebuildStats::default(),
         };
@@ -468,12 +482,19 @@ impl FerriteIndex {
         }
     }
 
-    /// Leaf splits and empty-leaf unlinks since this open.
-    pub fn structure_stats(&self) -> (u64, u64) {
+    /// Leaf splits, empty-leaf unlinks and leaf merges since this open.
+    pub fn structure_stats(&self) -> (u64, u64, u64) {
         (
             self.splits.load(Ordering::Relaxed) as u64,
             self.unlinks.load(Ordering::Relaxed) as u64,
+            self.merges.load(Ordering::Relaxed) as u64,
         )
+    }
+
+    /// Turns the merging of sparse leaves on (the default) or off (then only
+    /// empty leaves are removed, as in FPTree): for tests and comparisons.
+    pub fn set_leaf_merging(&self, on: bool) {
+        self.merging.store(on, Ordering::Relaxed);
     }
 
     /// The pool the index lives in.
@@ -610,8 +631,9 @@ impl FerriteIndex {
 
     /// Locks the leaf whose range holds `sk`. Validating the route after the
     /// lock is taken makes the leaf the right one at that moment, and its range
-    /// cannot change while it is locked (a split or a removal of it needs its
-    /// lock, a removal of its successor needs it as the locked predecessor).
+    /// cannot change while it is locked (a split, removal or merge of it needs
+    /// its lock, a removal or merge of its successor needs it as the locked
+    /// predecessor).
     fn lock_for(&self, sk: &SearchKey<'_>, g: &Guard) -> Locked {
         loop {
             let rt = self.inner.route(sk, true, false, g);
@@ -1411,10 +1433,157 @@ impl FerriteIndex {
         if r.val_ool() {
             self.free_later(r.vw, &g);
         }
-        if lf.off != self.head && lf.valid_mask() == 0 {
+        let used = lf.valid_mask().count_ones() as usize;
+        if lf.off != self.head && used == 0 {
             self.unlink_empty(&mut lk, &sk, &g);
+        } else if used != 0
+            && used <= MERGE_TRIGGER
+            && self.merging.load(Ordering::Relaxed)
+            && !self.merge_right(&mut lk, &g)
+        {
+            self.merge_left(&mut lk, &sk, &g);
         }
         Ok(true)
+    }
+
+    /// Merges the locked, sparse leaf's successor into it (see [`Self::merge`]).
+    fn merge_right(&self, lk: &mut Locked, g: &Guard) -> bool {
+        let next = lk.lf.next();
+        if next == 0 {
+            return false;
+        }
+        let mut s = self.inner.lock();
+        // The successor cannot change while `lk` is held (a split of this leaf,
+        // an unlink or a merge of its successor all need this leaf's lock).
+        let Some(mut rlk) = self.try_lock(self.leaf(next)) else {
+            return false;
+        };
+        self.merge(lk, &mut rlk, &mut s, g)
+    }
+
+    /// Merges the locked, sparse leaf into its predecessor, found and
+    /// try-locked as in [`Self::unlink_empty`].
+    fn merge_left(&self, lk: &mut Locked, sk: &SearchKey<'_>, g: &Guard) -> bool {
+        let lf = lk.lf;
+        let mut s = self.inner.lock();
+        let r = self.inner.route(sk, true, true, g);
+        if r.leaf != lf.off {
+            return false;
+        }
+        let Some(low) = r.low else {
+            return false;
+        };
+        let p = self
+            .inner
+            .route(&SearchKey::new(&low.to_vec()), false, false, g)
+            .leaf;
+        if p == lf.off {
+            return false;
+        }
+        let Some(mut plk) = self.try_lock(self.leaf(p)) else {
+            return false;
+        };
+        if plk.lf.next() != lf.off {
+            return false;
+        }
+        self.merge(&mut plk, lk, &mut s, g)
+    }
+
+    /// Moves every entry of `right` into `left` (both locked, `left.next ==
+    /// right`, the structure mutex held) and removes `right`, when the entries
+    /// fit comfortably and `right`'s separator is removable; false when nothing
+    /// changed.
+    ///
+    /// Crash safety without a log: the entries are written into free slots of
+    /// `left` (words, then the line header; every changed line flushed, one
+    /// fence), then `left.next = right.next` is persisted (one 8-byte store,
+    /// one fence). Before that store `right` still holds every moved key and
+    /// recovery drops the copies from `left` (its keys must all lie below its
+    /// successor's smallest key: the interrupted-split rule), rolling the merge
+    /// back; after it `right` is unreachable and freed by the heap's tracing.
+    /// Out-of-line blocks move with their entries (ownership moves: `right` is
+    /// retired as a bare leaf, its blocks stay live through `left`).
+    ///
+    /// Both leaves stay locked until the copy, the chain store and the inner
+    /// change are all done, so readers never see a key twice or miss one: a
+    /// reader of `left` waits for (or fails to validate) the new version, one
+    /// of `right` finds it obsolete and restarts from the root, whose route
+    /// then leads to `left`.
+    fn merge(&self, left: &mut Locked, right: &mut Locked, s: &mut Smo<'_>, g: &Guard) -> bool {
+        let (lf, rl) = (left.lf, right.lf);
+        debug_assert_eq!(lf.next(), rl.off);
+        let rh = rl.hdrs();
+        let mut raws = Vec::with_capacity(SLOTS);
+        let mut rslots = 0;
+        for slot in 0..SLOTS {
+            if is_primary(&rh, slot) {
+                let Some(r) = read_raw(rl, &rh, slot) else {
+                    return false;
+                };
+                rslots += 1 + r.wide() as usize;
+                raws.push(r);
+            }
+        }
+        // An empty successor is left to the empty-leaf unlink.
+        if raws.is_empty() || lf.valid_mask().count_ones() as usize + rslots > MERGE_MAX {
+            return false;
+        }
+        // Plan the placement first (wide entries first: each needs two free
+        // slots of one line), so nothing is written unless all of it fits.
+        raws.sort_by_key(|r| !r.wide());
+        let mut h = lf.hdrs();
+        let before = h;
+        let mut plan = h;
+        let mut slots = Vec::with_capacity(raws.len());
+        for r in &raws {
+            let Some(slot) = find_space(&plan, r.wide()) else {
+                return false;
+            };
+            let (l, x) = (slot / PER_LINE, slot % PER_LINE);
+            plan[l] = hdr_set(plan[l], x, r.d, r.fp);
+            if r.wide() {
+                plan[l] = hdr_set(plan[l], x + 1, DESC_CONT, r.fp);
+            }
+            slots.push(slot);
+        }
+        // `right`'s separator: the low key on the route of any of its keys (the
+        // tree cannot change while the mutex is held).
+        let mut kb = [0u8; 16];
+        let Some(k) = self.raw_key(&raws[0], &mut kb) else {
+            return false;
+        };
+        let rt = self.inner.route(&SearchKey::new(k), true, true, g);
+        if rt.leaf != rl.off {
+            return false;
+        }
+        let Some(low) = rt.low else {
+            return false;
+        };
+        // Inner change first: it is the step that may refuse (the separator
+        // must sit in the level-0 node of both leaves), and while both leaves
+        // are locked its order against the PM stores is invisible to readers.
+        if !s.remove(&low.to_vec(), rl.off, g) {
+            return false;
+        }
+        for (r, &slot) in raws.iter().zip(&slots) {
+            write_entry(lf, &mut h, slot, r);
+        }
+        for l in 0..LINES {
+            if h[l] != before[l] {
+                lf.set_hdr(l, h[l]);
+                self.flush_line(lf, l);
+            }
+        }
+        self.fence();
+        // Publish: one 8-byte store drops `right` from the chain.
+        lf.w(W_NEXT).store(rl.next(), Ordering::Release);
+        self.flush_line(lf, 0);
+        self.fence();
+        left.dirty = true;
+        right.obsolete = true;
+        self.free_later(rl.off, g);
+        self.merges.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Unlinks the locked, empty leaf from the chain and the inner tree (when its
@@ -1782,9 +1951,9 @@ fn persist_line(pool: &Pool, lf: Leaf, l: usize, durable: bool) {
     }
 }
 
-/// Walks the leaf chain: finishes interrupted splits and cross-line updates,
-/// unlinks empty leaves, marks every reachable block and collects the leaves'
-/// low keys for the inner tree.
+/// Walks the leaf chain: finishes interrupted splits, rolls back interrupted
+/// merges, finishes cross-line updates, unlinks empty leaves, marks every
+/// reachable block and collects the leaves' low keys for the inner tree.
 fn recover(
     m: &mut Marker<'_>,
     head: u64,
@@ -1878,8 +2047,12 @@ fn recover(
             continue;
         }
         let min = keys.iter().min_by(|a, b| a.cmp(b)).expect("non-empty");
-        // An interrupted split leaves the upper half in both leaves: every key
-        // of `prev` is below every key of its successor otherwise.
+        // An interrupted split leaves the upper half in both leaves, an
+        // interrupted merge (copy persisted, unlink not) the successor's keys
+        // in both: every key of `prev` is below every key of its successor
+        // otherwise. Dropping them from `prev` completes the split and rolls
+        // the merge back (the successor still holds them all, with their
+        // out-of-line blocks, which are therefore marked once, from there).
         let mut hdrs = prev.0.hdrs();
         let before = hdrs;
         prev.1.retain(|k| {

@@ -17,14 +17,14 @@ fn index_crash_target_has_no_violations() {
 }
 
 #[test]
-fn crash_workloads_split_and_unlink_leaves() {
+fn crash_workloads_split_unlink_and_merge_leaves() {
     for var in [false, true] {
-        let (splits, unlinks) =
+        let (splits, unlinks, merges) =
             ferrite_index::crash::crash_workload_shape(&CrashConfig::default(), var).unwrap();
-        eprintln!("variable={var}: {splits} splits, {unlinks} unlinked leaves");
+        eprintln!("variable={var}: {splits} splits, {unlinks} unlinked leaves, {merges} merges");
         assert!(
-            splits >= 5 && unlinks >= 2,
-            "{splits} splits, {unlinks} unlinks"
+            splits >= 5 && unlinks >= 2 && merges >= 2,
+            "{splits} splits, {unlinks} unlinks, {merges} merges"
         );
     }
 }
