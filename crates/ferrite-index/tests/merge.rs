@@ -9,22 +9,8 @@ use ferrite_index::{FerriteIndex, OrderedKv};
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{Pool, PoolOptions};
 
-struct TempPool(std::path::PathBuf);
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn temp_pool(tag: &str) -> TempPool {
-    let dir = if std::path::Path::new("/dev/shm").is_dir() {
-        std::path::PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    TempPool(dir.join(format!("ferrite-merge-{tag}-{}.pool", std::process::id())))
-}
+mod common;
+use common::temp_pool;
 
 /// 8-byte keys, or a mix of narrow, wide inline and wide out-of-line keys.
 fn key(i: u64, variable: bool) -> Vec<u8> {
@@ -83,7 +69,7 @@ fn leaves_without_merges(order: &[u64], variable: bool) -> u64 {
 }
 
 fn sparse_leaves_merge(variable: bool) {
-    let tp = temp_pool(if variable { "var" } else { "fixed" });
+    let tp = temp_pool(if variable { "merge-var" } else { "merge-fixed" });
     let n = 5_000u64;
     let mut rng = SplitMix(42);
     let mut order: Vec<u64> = (0..n).collect();

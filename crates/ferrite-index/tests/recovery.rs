@@ -7,22 +7,8 @@ use std::process::{Command, Stdio};
 use ferrite_index::{FerriteIndex, OrderedKv, WriteBatch};
 use ferrite_pm::{Pool, PoolOptions};
 
-struct TempPool(std::path::PathBuf);
-
-impl Drop for TempPool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn temp_pool(tag: &str) -> TempPool {
-    let dir = if std::path::Path::new("/dev/shm").is_dir() {
-        std::path::PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    TempPool(dir.join(format!("ferrite-index-{tag}-{}.pool", std::process::id())))
-}
+mod common;
+use common::temp_pool;
 
 fn val(i: u64) -> Vec<u8> {
     if i & 3 == 0 {
