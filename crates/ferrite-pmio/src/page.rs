@@ -409,6 +409,17 @@ impl PageStore {
         let Some((live, _)) = self.map.get(&pid).copied() else {
             return Ok(false);
         };
+        // A micro log stays valid after it is applied (replay is idempotent).
+        // If it names this page, retire it first: a later page with the same
+        // id could get the same slot and version, and recovery would replay the
+        // old lines over it.
+        // SAFETY: the log header line is inside the region; plain data.
+        let lh: ULogHeader = unsafe { std::ptr::read(self.ulog as *const ULogHeader) };
+        if lh.valid != 0 && lh.pid1 == pid + 1 {
+            // SAFETY: the valid word of the log header.
+            unsafe { wr(self.ulog, 0) };
+            self.pool.persist(self.ulog, 8);
+        }
         let mut stale = false;
         for slot in 0..self.slots {
             let h = self.slot_hdr(slot);
