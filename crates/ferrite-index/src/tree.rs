@@ -1461,32 +1461,52 @@ impl FerriteIndex {
         self.merge(lk, &mut rlk, &mut s, g)
     }
 
-    /// Merges the locked, sparse leaf into its predecessor, found and
-    /// try-locked as in [`Self::unlink_empty`].
+    /// Merges the locked, sparse leaf into its predecessor (see [`Self::merge`]).
     fn merge_left(&self, lk: &mut Locked, sk: &SearchKey<'_>, g: &Guard) -> bool {
-        let lf = lk.lf;
         let mut s = self.inner.lock();
+        let Some((mut plk, _)) = self.lock_predecessor(lk.lf, sk, g) else {
+            return false;
+        };
+        self.merge(&mut plk, lk, &mut s, g)
+    }
+
+    /// The locked leaf `lf`'s predecessor, try-locked (never waited for), and
+    /// `lf`'s low key, found by routing `sk` (a key of `lf`); None when `lf` is
+    /// the first leaf, the lock is taken, or the chain does not match. The
+    /// caller holds the structure mutex, so the routes are the current tree.
+    fn lock_predecessor(
+        &self,
+        lf: Leaf,
+        sk: &SearchKey<'_>,
+        g: &Guard,
+    ) -> Option<(Locked, Vec<u8>)> {
         let r = self.inner.route(sk, true, true, g);
         if r.leaf != lf.off {
-            return false;
+            return None;
         }
-        let Some(low) = r.low else {
-            return false;
-        };
+        let low = r.low?.to_vec();
         let p = self
             .inner
-            .route(&SearchKey::new(&low.to_vec()), false, false, g)
+            .route(&SearchKey::new(&low), false, false, g)
             .leaf;
         if p == lf.off {
-            return false;
+            return None;
         }
-        let Some(mut plk) = self.try_lock(self.leaf(p)) else {
-            return false;
-        };
-        if plk.lf.next() != lf.off {
-            return false;
-        }
-        self.merge(&mut plk, lk, &mut s, g)
+        let plk = self.try_lock(self.leaf(p))?;
+        (plk.lf.next() == lf.off).then_some((plk, low))
+    }
+
+    /// Drops `right` from the chain after `left` (both locked, `left.next ==
+    /// right`, its separator already removed): one persisted 8-byte store,
+    /// then `right` is marked obsolete and its block retired.
+    fn drop_from_chain(&self, left: &mut Locked, right: &mut Locked, g: &Guard) {
+        let lf = left.lf;
+        lf.w(W_NEXT).store(right.lf.next(), Ordering::Release);
+        self.flush_line(lf, 0);
+        self.fence();
+        left.dirty = true;
+        right.obsolete = true;
+        self.free_later(right.lf.off, g);
     }
 
     /// Moves every entry of `right` into `left` (both locked, `left.next ==
@@ -1576,12 +1596,7 @@ impl FerriteIndex {
         }
         self.fence();
         // Publish: one 8-byte store drops `right` from the chain.
-        lf.w(W_NEXT).store(rl.next(), Ordering::Release);
-        self.flush_line(lf, 0);
-        self.fence();
-        left.dirty = true;
-        right.obsolete = true;
-        self.free_later(rl.off, g);
+        self.drop_from_chain(left, right, g);
         self.merges.fetch_add(1, Ordering::Relaxed);
         true
     }
@@ -1589,45 +1604,18 @@ impl FerriteIndex {
     /// Unlinks the locked, empty leaf from the chain and the inner tree (when its
     /// predecessor can be locked without waiting and its separator is removable).
     fn unlink_empty(&self, lk: &mut Locked, sk: &SearchKey<'_>, g: &Guard) {
-        let lf = lk.lf;
         let mut s = self.inner.lock();
-        // No structure change can run while `s` is held, so these routes are
-        // the current tree.
-        let r = self.inner.route(sk, true, true, g);
-        if r.leaf != lf.off {
-            return;
-        }
-        let Some(low) = r.low else {
+        let Some((mut plk, low)) = self.lock_predecessor(lk.lf, sk, g) else {
             return;
         };
-        let low = low.to_vec();
-        let p = self
-            .inner
-            .route(&SearchKey::new(&low), false, false, g)
-            .leaf;
-        if p == lf.off {
-            return;
-        }
-        let pl = self.leaf(p);
-        let Some(mut plk) = self.try_lock(pl) else {
-            return;
-        };
-        if pl.next() != lf.off {
-            return;
-        }
         // Both leaves stay locked until the end, so the order of the inner-node
         // change and the chain store is invisible to readers: one routed to this
         // leaf waits and then finds it obsolete, one routed to the predecessor
         // waits for the new `next`.
-        if !s.remove(&low, lf.off, g) {
+        if !s.remove(&low, lk.lf.off, g) {
             return;
         }
-        pl.w(W_NEXT).store(lf.next(), Ordering::Release);
-        self.flush_line(pl, 0);
-        self.fence();
-        plk.dirty = true;
-        lk.obsolete = true;
-        self.free_later(lf.off, g);
+        self.drop_from_chain(&mut plk, lk, g);
         self.unlinks.fetch_add(1, Ordering::Relaxed);
     }
 
