@@ -259,6 +259,13 @@ fn memory_floor_bench_reports_every_cell() {
     }
     assert!(std::path::Path::new(out.s()).join("memory.svg").exists());
     std::fs::remove_dir_all(out.s()).unwrap();
-    let bad = ferrite(&["bench", "memory", "--region", "4K"]);
-    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    for (args, msg) in [
+        (&["--region", "4K"][..], "at least 1M"),
+        (&["--region", "100T"][..], "quarter of this machine"),
+        (&["--ops", "0"][..], "--ops must be"),
+    ] {
+        let bad = ferrite(&[&["bench", "memory"][..], args].concat());
+        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+        assert!(stderr(&bad).contains(msg), "{}", stderr(&bad));
+    }
 }

@@ -151,6 +151,24 @@ unsafe fn measure(
 pub fn memory(a: MemoryArgs) -> Result<i32> {
     let len = a.region as usize & !4095;
     anyhow::ensure!(len >= 1 << 20, "--region must be at least 1M");
+    // The region is touched twice over (pool and DRAM copies exist one after
+    // the other) and the read sequence takes 4 bytes per read: keep both well
+    // inside physical memory rather than let the OOM killer answer.
+    // SAFETY: sysconf has no memory effects.
+    let phys = unsafe {
+        libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
+    };
+    anyhow::ensure!(
+        phys == 0 || a.region <= phys / 4,
+        "--region {} is more than a quarter of this machine's {} of memory",
+        crate::util::human(a.region),
+        crate::util::human(phys)
+    );
+    anyhow::ensure!(
+        (1..=1 << 28).contains(&a.ops),
+        "--ops must be between 1 and {}",
+        1u64 << 28
+    );
     let (group, leaf_lines) = (7, 8);
     let mut r = Report::new("memory");
     let tp = TempPool::create(&a.io.pool_dir, "memory", a.region + (64 << 20))?;
