@@ -28,7 +28,6 @@ struct SlabInner {
     free: Vec<usize>,
     next: usize,
     end: usize,
-    chunks: usize,
 }
 
 impl Slab {
@@ -41,7 +40,6 @@ impl Slab {
                 free: Vec::new(),
                 next: 0,
                 end: 0,
-                chunks: 0,
             }),
         }
     }
@@ -66,7 +64,6 @@ impl Slab {
             }
             g.next = base as usize;
             g.end = base as usize + CHUNK;
-            g.chunks += 1;
         }
         let p = g.next;
         g.next += self.slot;
@@ -77,11 +74,5 @@ impl Slab {
     pub fn free(&self, p: *mut u8) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.free.push(p as usize);
-    }
-
-    /// Bytes reserved from the system so far.
-    pub fn reserved(&self) -> u64 {
-        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        (g.chunks * CHUNK + g.free.capacity() * 8) as u64
     }
 }

@@ -717,19 +717,7 @@ const _: () = assert!(SEARCHED_BYTES <= std::mem::size_of::<Node>());
 /// trusted after validation); a prefetch of any address is harmless.
 #[inline(always)]
 fn prefetch_node(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for off in (0..SEARCHED_BYTES).step_by(64) {
-        // SAFETY: a prefetch is a hint with no architectural effect, valid for
-        // any address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(
-                addr.wrapping_add(off) as *const i8,
-                std::arch::x86_64::_MM_HINT_T0,
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = addr;
+    crate::prefetch::lines(addr, SEARCHED_BYTES);
 }
 
 /// Node memory: huge-page-backed slots (see [`crate::arena`]).

@@ -310,17 +310,7 @@ impl Leaf {
     /// the next leaf while they sort the current one).
     #[inline]
     pub fn prefetch(&self) {
-        #[cfg(target_arch = "x86_64")]
-        for l in 0..LINES {
-            // SAFETY: a prefetch is a hint with no memory effects; the address is
-            // inside the leaf (see `w`).
-            unsafe {
-                std::arch::x86_64::_mm_prefetch(
-                    self.line_ptr(l) as *const i8,
-                    std::arch::x86_64::_MM_HINT_T0,
-                )
-            };
-        }
+        crate::prefetch::lines(self.line_ptr(0) as usize, LEAF_SIZE);
     }
 
     /// All line headers (independent loads, so their misses overlap).

@@ -8,6 +8,7 @@ pub mod crash;
 pub mod inner;
 pub mod kv;
 pub mod leaf;
+mod prefetch;
 pub mod tree;
 pub mod vlock;
 
