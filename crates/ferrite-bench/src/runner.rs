@@ -478,12 +478,18 @@ mod tests {
         assert_eq!(kv.count(), 5_000);
     }
 
-    #[test]
-    fn reads_hit_loaded_keys_and_values_match() {
+    /// A `BTreeMap` loaded with `n` 8-byte records, its codec, and the next
+    /// fresh id.
+    fn loaded(n: u64) -> (BTreeMapKv, KeyCodec, AtomicU64) {
         let kv = BTreeMapKv::new();
         let c = KeyCodec::new(8, 8, "").unwrap();
-        load(&kv, &c, 5_000, 1, 1, &|_| {}).unwrap();
-        let fresh = AtomicU64::new(5_000);
+        load(&kv, &c, n, 1, 1, &|_| {}).unwrap();
+        (kv, c, AtomicU64::new(n))
+    }
+
+    #[test]
+    fn reads_hit_loaded_keys_and_values_match() {
+        let (kv, c, fresh) = loaded(5_000);
         let st = run(
             &kv,
             &c,
@@ -503,10 +509,7 @@ mod tests {
 
     #[test]
     fn inserts_use_fresh_keys_and_all_succeed() {
-        let kv = BTreeMapKv::new();
-        let c = KeyCodec::new(8, 8, "").unwrap();
-        load(&kv, &c, 1_000, 1, 1, &|_| {}).unwrap();
-        let fresh = AtomicU64::new(1_000);
+        let (kv, c, fresh) = loaded(1_000);
         let st = run(
             &kv,
             &c,
@@ -521,10 +524,7 @@ mod tests {
 
     #[test]
     fn mixed_run_counts_every_kind() {
-        let kv = BTreeMapKv::new();
-        let c = KeyCodec::new(8, 8, "").unwrap();
-        load(&kv, &c, 2_000, 1, 1, &|_| {}).unwrap();
-        let fresh = AtomicU64::new(2_000);
+        let (kv, c, fresh) = loaded(2_000);
         let mix = OpMix {
             read: 0.2,
             insert: 0.2,
