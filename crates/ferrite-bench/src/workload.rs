@@ -52,18 +52,18 @@ impl Distribution {
     }
 }
 
-/// A small fast generator (SplitMix64); one per worker thread.
+/// A small fast generator, one per worker thread: the PM layer's SplitMix64
+/// stream, plus the float and range draws the distributions need.
 #[derive(Debug, Clone)]
 pub struct Rng(pub u64);
 
 impl Rng {
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        let mut s = ferrite_pm::sim::SplitMix(self.0);
+        let v = s.next();
+        self.0 = s.0;
+        v
     }
     /// Uniform in [0, 1).
     #[inline]

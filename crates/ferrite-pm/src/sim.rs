@@ -168,6 +168,7 @@ impl SplitMix {
     /// The next 64 random bits. (Not an `Iterator`: the stream never ends and
     /// callers want a plain `u64`.)
     #[allow(clippy::should_implement_trait)]
+    #[inline]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
