@@ -266,6 +266,18 @@ impl PageStore {
         unsafe { self.slot_hdr(slot).add(64) }
     }
 
+    fn log_header(&self) -> ULogHeader {
+        // SAFETY: the log header line is inside the region; plain data.
+        unsafe { std::ptr::read(self.ulog as *const ULogHeader) }
+    }
+
+    /// Marks the micro log invalid, durably (it has been applied).
+    fn retire_log(&self) {
+        // SAFETY: the valid word of the log header.
+        unsafe { wr(self.ulog, 0) };
+        self.pool.persist(self.ulog, 8);
+    }
+
     fn recover(&mut self) -> Result<()> {
         self.map.clear();
         for slot in 0..self.slots {
@@ -285,8 +297,7 @@ impl PageStore {
             .rev()
             .filter(|s| !live.contains(s))
             .collect();
-        // SAFETY: the log header line is inside the region; plain data.
-        let lh: ULogHeader = unsafe { std::ptr::read(self.ulog as *const ULogHeader) };
+        let lh = self.log_header();
         if lh.valid != 0 {
             let lines = self.page_size / 64;
             let target = lh.pid1.checked_sub(1).and_then(|p| self.map.get(&p));
@@ -311,9 +322,7 @@ impl PageStore {
                 }
                 self.pool.fence();
             }
-            // SAFETY: the valid word of the log header.
-            unsafe { wr(self.ulog, 0) };
-            self.pool.persist(self.ulog, 8);
+            self.retire_log();
         }
         Ok(())
     }
@@ -413,12 +422,9 @@ impl PageStore {
         // If it names this page, retire it first: a later page with the same
         // id could get the same slot and version, and recovery would replay the
         // old lines over it.
-        // SAFETY: the log header line is inside the region; plain data.
-        let lh: ULogHeader = unsafe { std::ptr::read(self.ulog as *const ULogHeader) };
+        let lh = self.log_header();
         if lh.valid != 0 && lh.pid1 == pid + 1 {
-            // SAFETY: the valid word of the log header.
-            unsafe { wr(self.ulog, 0) };
-            self.pool.persist(self.ulog, 8);
+            self.retire_log();
         }
         let mut stale = false;
         for slot in 0..self.slots {
