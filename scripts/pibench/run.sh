@@ -47,8 +47,10 @@ fetch_pibench() {
     command -v git >/dev/null || die "git is needed to clone PiBench (or set PIBENCH_SRC)"
     log "cloning $PIBENCH_REPO at $PIBENCH_COMMIT into $PIBENCH_SRC"
     mkdir -p "$(dirname "$PIBENCH_SRC")"
-    git clone --quiet "$PIBENCH_REPO" "$PIBENCH_SRC"
-    git -C "$PIBENCH_SRC" checkout --quiet "$PIBENCH_COMMIT"
+    git clone --quiet "$PIBENCH_REPO" "$PIBENCH_SRC" \
+        || die "could not clone $PIBENCH_REPO (no network?); set PIBENCH_SRC to a PiBench checkout"
+    git -C "$PIBENCH_SRC" checkout --quiet "$PIBENCH_COMMIT" \
+        || die "commit $PIBENCH_COMMIT is not in $PIBENCH_REPO; set PIBENCH_COMMIT"
 }
 
 # PiBench's CMakeLists runs `make lib` in $PIBENCH_SRC/pcm (the Intel PCM git
