@@ -130,18 +130,20 @@ fn apply(ops: &[ElfOp]) -> Option<BTreeMap<u32, Vec<u32>>> {
 }
 
 /// The checker.
-pub fn elf_check(pool: Pool, j: &Journal<ElfOp>) -> Result<(), String> {
+pub fn elf_check(pool: Pool, j: &Journal<ElfOp>) -> Result<BTreeMap<u32, Vec<u32>>, String> {
     let acked = apply(&j.acked);
     let with_flight = j.in_flight.as_ref().and_then(|op| {
         let mut ops = j.acked.clone();
         ops.push(op.clone());
         apply(&ops)
     });
-    let store = match ElfStore::open(&pool, NAME, Variant::Pm, true) {
+    let opened = ElfStore::open(&pool, NAME, Variant::Pm, true);
+    ferrite_pm::crash::recovered(&pool);
+    let store = match opened {
         Ok(s) => s,
         Err(ElfError::NoElf(_)) => {
             return if acked.is_none() {
-                Ok(())
+                Ok(BTreeMap::new())
             } else {
                 Err("the acknowledged Elf is missing".into())
             };
@@ -210,7 +212,8 @@ pub fn elf_check(pool: Pool, j: &Journal<ElfOp>) -> Result<(), String> {
     let live = store.live_blocks();
     let heap = store.heap().clone();
     drop(g);
-    exhaust_and_account(&pool, &heap, live)
+    exhaust_and_account(&pool, &heap, live)?;
+    Ok(found)
 }
 
 /// Default workload size of the target (>= 10,000 crash states with 4 seeds).

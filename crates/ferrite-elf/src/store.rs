@@ -479,7 +479,7 @@ impl ElfStore {
                     // SAFETY: entry i is inside the delta block (i < capacity) and
                     // only this thread (holding `append`) writes it.
                     unsafe { std::ptr::copy_nonoverlapping(e.as_ptr(), p as *mut u32, ew) };
-                    self.pool.persist(p, ew * 4);
+                    self.pool.persist(p, ew * 4)?;
                     g.delta
                         .write()
                         .unwrap_or_else(|e| e.into_inner())
@@ -676,7 +676,7 @@ fn publish(
         // SAFETY: the entries fit: delta_rows holds at most `cap` rows.
         pool.nt_copy(unsafe { dp.add(HEADER_BYTES) }, as_bytes(&ents));
     }
-    pool.fence();
+    pool.fence()?;
     let desc_off = heap.alloc(HEADER_BYTES)?;
     let d = Descriptor {
         magic: DESC_MAGIC,
@@ -693,7 +693,7 @@ fn publish(
     let dp = pool.at(desc_off, HEADER_BYTES);
     // SAFETY: a fresh 64-byte block.
     unsafe { std::ptr::copy_nonoverlapping(bytes_of(&d).as_ptr(), dp, HEADER_BYTES) };
-    pool.persist(dp, HEADER_BYTES);
+    pool.persist(dp, HEADER_BYTES)?;
     pool.set_root(id, 0, desc_off)?;
     Ok(desc_off)
 }

@@ -2,21 +2,33 @@
 //! every fence (or a seeded sample of fences), opens each surviving image through
 //! the normal open path and checks an invariant supplied by the structure.
 //!
-//! Each crash point yields `seeds` images: seed 0 keeps only durable lines,
-//! seed 1 lets every dirty line reach PM, further seeds pick a random subset. The
-//! point "after the last fence" is tested too.
+//! Each crash point yields `seeds` images under the simulator's 8-byte model
+//! (see [`crate::sim`]): seed 0 keeps only durable lines, seed 1 lets every
+//! dirty line reach PM, further seeds draw torn lines. The point "after the
+//! last fence" is tested too.
+//!
+//! **Crash during recovery.** When recovering an image issued fences (repairs,
+//! clean-up), the recovery is run again under the simulator and power is cut
+//! at each of its fences; each of those images is recovered once more and must
+//! give the same checked outcome (the checker's return value) as the
+//! uninterrupted recovery. Checkers call [`recovered`] once the structure is
+//! open, so that their own checking (which may allocate) is not counted as
+//! recovery.
 //!
 //! The workload records what it has acknowledged in a [`Journal`]: `begin(op)`
 //! before an operation starts, `ack()` when it returned. The checker sees the
 //! acknowledged operations and the one in flight (which may be all-or-nothing).
 
+use std::cell::Cell;
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
+use crate::persist;
 use crate::pool::{Pool, PoolOptions};
 use crate::sim::{CrashPoint, SplitMix};
+use crate::AlignedBuf;
 
 /// Which fences to cut power at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +51,10 @@ pub struct CrashConfig {
     pub chunk_size: u64,
     /// Scales the workload (targets interpret it: operations, keys, ...).
     pub ops: usize,
+    /// Also cut power at every fence of each recovery (and recover again).
+    pub recovery_crashes: bool,
+    /// Images per crash point inside recovery (>= 1).
+    pub recovery_seeds: u32,
 }
 
 impl Default for CrashConfig {
@@ -50,9 +66,14 @@ impl Default for CrashConfig {
             pool_size: 1 << 20,
             chunk_size: crate::layout::MIN_CHUNK,
             ops: 600,
+            recovery_crashes: true,
+            recovery_seeds: 3,
         }
     }
 }
+
+/// The simulator's model, as reported by crash tests.
+pub const MODEL: &str = "8-byte stores; per dirty line a program-order prefix of recorded stores (x86-TSO), any subset of other changed words";
 
 /// One failed check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +100,11 @@ pub struct CrashReport {
     pub examples: Vec<Violation>,
     /// Operations the workload acknowledged.
     pub acked_ops: u64,
+    /// Fences inside recoveries at which power was cut again.
+    pub recovery_points: u64,
+    /// Images of crashes during recovery that were recovered and checked
+    /// (included in `states`).
+    pub recovery_states: u64,
 }
 
 impl CrashReport {
@@ -89,6 +115,8 @@ impl CrashReport {
         self.states += o.states;
         self.violations += o.violations;
         self.acked_ops += o.acked_ops;
+        self.recovery_points += o.recovery_points;
+        self.recovery_states += o.recovery_states;
         for v in o.examples {
             if self.examples.len() < 10 {
                 self.examples.push(v);
@@ -149,14 +177,40 @@ impl<E> JournalHandle<E> {
     }
 }
 
-/// The checker: gets the recovered pool and the journal at the crash point.
-pub type Checker<E> = dyn FnMut(Pool, &Journal<E>) -> std::result::Result<(), String> + Send;
+thread_local! {
+    /// Fence count of this thread when the checker declared recovery over.
+    static RECOVERY_END: Cell<Option<u64>> = const { Cell::new(None) };
+}
 
+/// Declares that recovery of `pool` is complete: the checker's further work
+/// (reads, accounting that allocates) issues no more recovery crash points.
+/// Checkers call it right after opening the structure.
+pub fn recovered(pool: &Pool) {
+    RECOVERY_END.with(|c| c.set(Some(persist::thread_fence_count())));
+    pool.clear_crash_hook();
+}
+
+#[derive(Default)]
 struct Acc {
     points: u64,
     states: u64,
     violations: u64,
     examples: Vec<Violation>,
+    recovery_points: u64,
+    recovery_states: u64,
+}
+
+impl Acc {
+    fn violation(&mut self, fence: u64, seed: u64, message: String) {
+        self.violations += 1;
+        if self.examples.len() < 10 {
+            self.examples.push(Violation {
+                fence,
+                seed,
+                message,
+            });
+        }
+    }
 }
 
 fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
@@ -178,10 +232,116 @@ fn image_seed(base: u64, fence: u64, s: u32) -> u64 {
     }
 }
 
+type Outcome<R> = std::result::Result<R, String>;
+
+/// Opens `img` (plain, no simulator) and runs the checker, catching panics.
+fn recover_and_check<E, R, C>(img: AlignedBuf, j: &Journal<E>, check: &C) -> Outcome<R>
+where
+    C: Fn(Pool, &Journal<E>) -> Outcome<R>,
+{
+    catch_unwind(AssertUnwindSafe(|| {
+        match Pool::open_image(img, &PoolOptions::default()) {
+            Ok(p) => check(p, j),
+            Err(e) => Err(format!("pool failed to open: {e}")),
+        }
+    }))
+    .unwrap_or_else(|p| Err(format!("recovery panicked: {}", panic_text(p))))
+}
+
+/// Checks one crash image: recovers it, and when recovery issued fences,
+/// recovers it again under the simulator cutting power at each of them.
+#[allow(clippy::too_many_arguments)]
+fn check_image<E, R, C>(
+    cfg: &CrashConfig,
+    fence: u64,
+    seed: u64,
+    img: AlignedBuf,
+    j: &Journal<E>,
+    check: &Arc<C>,
+    a: &mut Acc,
+) where
+    E: Clone + Send + 'static,
+    R: PartialEq + std::fmt::Debug + Send + 'static,
+    C: Fn(Pool, &Journal<E>) -> Outcome<R> + Send + Sync + 'static,
+{
+    let copy = (cfg.recovery_crashes).then(|| AlignedBuf::from_slice(img.as_slice()));
+    RECOVERY_END.with(|c| c.set(None));
+    let f0 = persist::thread_fence_count();
+    let reference = recover_and_check(img, j, &**check);
+    let end = RECOVERY_END
+        .with(|c| c.take())
+        .unwrap_or_else(persist::thread_fence_count);
+    a.states += 1;
+    let reference = match reference {
+        Ok(r) => r,
+        Err(m) => return a.violation(fence, seed, m),
+    };
+    let Some(copy) = copy.filter(|_| end > f0) else {
+        return;
+    };
+    // Recovery wrote and fenced: crash it at each of its fences.
+    type Nested<R> = Vec<(u64, u64, Outcome<R>)>;
+    let nested: Arc<Mutex<Nested<R>>> = Arc::new(Mutex::new(Vec::new()));
+    let hook = {
+        let (nested, check, j) = (nested.clone(), check.clone(), j.clone());
+        let seeds = cfg.recovery_seeds.max(1);
+        let base = cfg.seed ^ fence.rotate_left(17) ^ seed;
+        Box::new(move |pt: &CrashPoint<'_>| {
+            let dirty = pt.dirty_lines();
+            let n = if dirty.is_empty() { 1 } else { seeds };
+            for s in 0..n {
+                let sd = image_seed(base, pt.fence, s);
+                let out = recover_and_check(pt.image(&dirty, sd), &j, &*check);
+                nested.lock().unwrap().push((pt.fence, sd, out));
+            }
+        })
+    };
+    let again = catch_unwind(AssertUnwindSafe(|| {
+        match Pool::open_image_simulated(copy, Some(hook)) {
+            Ok(p) => check(p, j),
+            Err(e) => Err(format!("pool failed to open: {e}")),
+        }
+    }))
+    .unwrap_or_else(|p| Err(format!("recovery panicked: {}", panic_text(p))));
+    let nested = std::mem::take(&mut *nested.lock().unwrap());
+    a.states += 1;
+    match again {
+        Ok(r) if r == reference => {}
+        other => a.violation(
+            fence,
+            seed,
+            format!("recovery under the simulator gave {other:?}, plain recovery {reference:?}"),
+        ),
+    }
+    let mut points = BTreeSet::new();
+    for (rf, sd, out) in nested {
+        points.insert(rf);
+        a.states += 1;
+        a.recovery_states += 1;
+        match out {
+            Ok(r) if r == reference => {}
+            Ok(r) => a.violation(
+                fence,
+                seed,
+                format!("crash at recovery fence {rf} (image seed {sd}) then recovery gave {r:?}, uninterrupted recovery {reference:?}"),
+            ),
+            Err(m) => a.violation(
+                fence,
+                seed,
+                format!("crash at recovery fence {rf} (image seed {sd}) then recovery: {m}"),
+            ),
+        }
+    }
+    a.recovery_points += points.len() as u64;
+}
+
 /// Runs `workload` on a fresh simulated pool, crashing at the configured fences,
-/// and checks every crash image with `check`. `workload` must be deterministic for
-/// a given config (it runs twice when sampling: once to count fences).
-pub fn explore<E, W, C>(
+/// and checks every crash image with `check`, which recovers the structure from
+/// the pool, checks it against the journal and returns what it found (compared
+/// between recoveries, see the module docs; `()` when only the verdict
+/// matters). `workload` must be deterministic for a given config (it runs twice
+/// when sampling: once to count fences).
+pub fn explore<E, R, W, C>(
     target: &str,
     cfg: &CrashConfig,
     workload: W,
@@ -189,8 +349,9 @@ pub fn explore<E, W, C>(
 ) -> Result<CrashReport>
 where
     E: Clone + Send + 'static,
+    R: PartialEq + std::fmt::Debug + Send + 'static,
     W: Fn(&Pool, &JournalHandle<E>) -> std::result::Result<(), String>,
-    C: FnMut(Pool, &Journal<E>) -> std::result::Result<(), String> + Send + 'static,
+    C: Fn(Pool, &Journal<E>) -> Outcome<R> + Send + Sync + 'static,
 {
     let opts = PoolOptions {
         chunk_size: cfg.chunk_size,
@@ -218,49 +379,26 @@ where
     };
 
     let journal = JournalHandle::<E>::new();
-    let acc = Arc::new(Mutex::new(Acc {
-        points: 0,
-        states: 0,
-        violations: 0,
-        examples: Vec::new(),
-    }));
-    let check: Arc<Mutex<Box<Checker<E>>>> = Arc::new(Mutex::new(Box::new(check)));
+    let acc = Arc::new(Mutex::new(Acc::default()));
+    let check = Arc::new(check);
     let seeds = cfg.seeds.max(1);
     let base = cfg.seed;
 
     let run_point = {
         let journal = journal.clone();
         let acc = acc.clone();
-        let check = check.clone();
+        let cfg = cfg.clone();
         move |point: &CrashPoint<'_>| {
             let dirty = point.dirty_lines();
             let j = journal.0.lock().unwrap().clone();
             let mut a = acc.lock().unwrap();
             a.points += 1;
-            let mut check = check.lock().unwrap();
             // Seeds beyond the first two only differ when some line is dirty.
             let n = if dirty.is_empty() { 1 } else { seeds };
             for s in 0..n {
                 let seed = image_seed(base, point.fence, s);
                 let img = point.image(&dirty, seed);
-                let outcome = catch_unwind(AssertUnwindSafe(|| {
-                    match Pool::open_image(img, &PoolOptions::default()) {
-                        Ok(p) => (check)(p, &j),
-                        Err(e) => Err(format!("pool failed to open: {e}")),
-                    }
-                }))
-                .unwrap_or_else(|p| Err(format!("recovery panicked: {}", panic_text(p))));
-                a.states += 1;
-                if let Err(message) = outcome {
-                    a.violations += 1;
-                    if a.examples.len() < 10 {
-                        a.examples.push(Violation {
-                            fence: point.fence,
-                            seed,
-                            message,
-                        });
-                    }
-                }
+                check_image(&cfg, point.fence, seed, img, &j, &check, &mut a);
             }
         }
     };
@@ -291,5 +429,7 @@ where
         violations: a.violations,
         examples: a.examples.clone(),
         acked_ops: acked,
+        recovery_points: a.recovery_points,
+        recovery_states: a.recovery_states,
     })
 }

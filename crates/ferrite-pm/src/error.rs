@@ -6,6 +6,7 @@ use std::path::PathBuf;
 /// not a healthy pool" are grouped by [`PmError::is_bad_pool`] so that tools can map
 /// them to one exit status.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PmError {
     #[error("{path}: {source}")]
     Io {
@@ -45,6 +46,12 @@ pub enum PmError {
     HeapBusy(String),
     #[error("object {object:?} is corrupt: {detail}")]
     CorruptObject { object: String, detail: String },
+    #[error("{}: the pool is in use by another process (it is open for writing elsewhere, or you asked to {wanted} while another process reads it); close the other user first", path.display())]
+    InUse { path: PathBuf, wanted: &'static str },
+    #[error("the pool is open read-only")]
+    ReadOnly,
+    #[error("pool range {off:#x}+{len} lies outside the pool ({size} bytes): a corrupt offset")]
+    OutOfBounds { off: u64, len: usize, size: u64 },
 }
 
 impl PmError {
@@ -57,6 +64,7 @@ impl PmError {
                 | PmError::NewerVersion { .. }
                 | PmError::OlderVersion { .. }
                 | PmError::CorruptObject { .. }
+                | PmError::OutOfBounds { .. }
         )
     }
 

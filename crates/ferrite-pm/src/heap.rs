@@ -90,9 +90,12 @@ impl Drop for ThreadCache {
         };
         if !self.limbo.is_empty() {
             // Make this thread's unlinking stores durable before others reuse.
-            heap.pool.fence();
-            self.limbo_fence = 0;
-            self.settle_limbo();
+            // If that fails (msync mode, failing device), the blocks are never
+            // reused: the pool is poisoned and the next open traces them anyway.
+            if heap.pool.fence().is_ok() {
+                self.limbo_fence = 0;
+                self.settle_limbo();
+            }
         }
         for (c, list) in self.free.iter_mut().enumerate() {
             if !list.is_empty() {
@@ -375,7 +378,7 @@ impl Heap {
             self.pool().nt_copy(unsafe { p.add(done) }, &zeros[..n]);
             done += n;
         }
-        self.pool().fence();
+        self.pool().fence()?;
         Ok(off)
     }
 
@@ -479,7 +482,7 @@ impl Heap {
                 // store must be durable first: one fence. The release itself needs
                 // none: if it is lost, the run is unreachable and the next open
                 // frees it again.
-                pool.fence();
+                pool.fence()?;
                 pool.release_chunks(c, e.run as usize);
                 Ok(())
             }

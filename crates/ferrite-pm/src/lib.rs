@@ -16,9 +16,9 @@ pub mod crash;
 pub mod error;
 pub mod heap;
 pub mod layout;
+pub mod msync;
 pub mod persist;
 pub mod pool;
-pub mod pptr;
 pub mod sim;
 pub mod targets;
 pub mod temp;
@@ -30,8 +30,8 @@ pub use crash::{
 pub use error::{PmError, Result};
 pub use heap::{Heap, HeapStats, Marker};
 pub use persist::{FlushKind, PersistStats};
-pub use pool::{Durability, ObjectId, ObjectInfo, OpenReport, Pool, PoolOptions};
-pub use pptr::PPtr;
+pub use pool::{Durability, ObjectId, ObjectInfo, OpenReport, PmSlice, PmWord, Pool, PoolOptions};
+pub use sim::store_u64;
 pub use temp::TempPool;
 
 /// A crash-test target runnable by `ferrite crash-test NAME`.

@@ -134,11 +134,11 @@ impl SlotTable {
         buf.extend((0..len).map(|i| payload_byte(slot, version, i)));
         // SAFETY: p..p+HDR+len is the freshly allocated block.
         unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), p, buf.len()) };
-        self.pool.persist(p, buf.len());
+        self.pool.persist(p, buf.len())?;
         let old = self.slot(slot);
         // SAFETY: aligned in-bounds slot; 8-byte stores are failure-atomic.
         unsafe { std::ptr::write_volatile(self.slot_ptr(slot), off) };
-        self.pool.persist(self.slot_ptr(slot) as *const u8, 8);
+        self.pool.persist(self.slot_ptr(slot) as *const u8, 8)?;
         if old != 0 {
             self.heap.free(old)?;
         }
@@ -153,7 +153,7 @@ impl SlotTable {
         }
         // SAFETY: aligned in-bounds slot.
         unsafe { std::ptr::write_volatile(self.slot_ptr(slot), 0) };
-        self.pool.persist(self.slot_ptr(slot) as *const u8, 8);
+        self.pool.persist(self.slot_ptr(slot) as *const u8, 8)?;
         self.heap.free(old)
     }
 
@@ -308,7 +308,10 @@ pub fn slot_workload(
 
 /// Checks a recovered slot table against the journal, then exhausts the pool to
 /// prove that no block leaked and none is handed out twice.
-pub fn slot_check(pool: Pool, j: &Journal<SlotOp>) -> std::result::Result<(), String> {
+pub fn slot_check(
+    pool: Pool,
+    j: &Journal<SlotOp>,
+) -> std::result::Result<Vec<Option<SlotValue>>, String> {
     let setup_acked = !j.acked.is_empty();
     let mut expect: BTreeMap<usize, Option<SlotValue>> = BTreeMap::new();
     for op in &j.acked {
@@ -333,10 +336,11 @@ pub fn slot_check(pool: Pool, j: &Journal<SlotOp>) -> std::result::Result<(), St
     }
     let exists = pool.object("alloc-test", SLOT_TABLE_TYPE).is_ok();
     if !exists {
+        crate::crash::recovered(&pool);
         return if setup_acked {
             Err("acknowledged table is missing".into())
         } else {
-            Ok(())
+            Ok(Vec::new())
         };
     }
     let id = pool
@@ -347,9 +351,12 @@ pub fn slot_check(pool: Pool, j: &Journal<SlotOp>) -> std::result::Result<(), St
     }
     let t = SlotTable::open_or_create(&pool, "alloc-test", SLOTS)
         .map_err(|e| format!("reopen: {e}"))?;
+    crate::crash::recovered(&pool);
     let mut live: Vec<(u64, u64)> = vec![(t.root, t.heap.block_size(t.root).unwrap_or(0) as u64)];
+    let mut found = Vec::with_capacity(t.slots());
     for slot in 0..t.slots() {
         let got = t.read(slot)?;
+        found.push(got);
         let want = expect.get(&slot).copied().flatten();
         let in_flight_ok = match &j.in_flight {
             Some(SlotOp::Publish {
@@ -385,7 +392,8 @@ pub fn slot_check(pool: Pool, j: &Journal<SlotOp>) -> std::result::Result<(), St
             live.push((off, t.heap.block_size(off).unwrap_or(0) as u64));
         }
     }
-    exhaust_and_account(&pool, &t.heap, live)
+    exhaust_and_account(&pool, &t.heap, live)?;
+    Ok(found)
 }
 
 /// Allocates every free block of every class, checks that nothing handed out
@@ -543,7 +551,10 @@ pub fn directory_workload(
 
 /// Every acknowledged table exists with its last version, every acknowledged
 /// deletion is gone, and the pool's chunks are all accounted for.
-pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<(), String> {
+pub fn directory_check(
+    pool: Pool,
+    j: &Journal<DirOp>,
+) -> std::result::Result<Vec<Option<Option<u64>>>, String> {
     let mut want: [Option<u64>; DIR_NAMES] = [None; DIR_NAMES];
     for op in &j.acked {
         match *op {
@@ -552,6 +563,7 @@ pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<()
         }
     }
     let mut tables = Vec::new();
+    let mut digest = Vec::with_capacity(DIR_NAMES);
     for (name, w) in want.iter().enumerate() {
         let in_flight = match &j.in_flight {
             Some(DirOp::Publish { name: n, version }) if *n == name => Some(Some(*version)),
@@ -570,6 +582,7 @@ pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<()
                 Some(v)
             }
         };
+        digest.push(found);
         let ok = match (found, w) {
             (None, None) => true,
             (Some(Some(v)), Some(x)) if v == *x => true,
@@ -590,6 +603,7 @@ pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<()
             ));
         }
     }
+    crate::crash::recovered(&pool);
     let owners = pool.chunks_by_owner();
     let objects = pool.objects();
     if let Some((id, _)) = owners
@@ -607,7 +621,7 @@ pub fn directory_check(pool: Pool, j: &Journal<DirOp>) -> std::result::Result<()
         }
         exhaust_and_account(&pool, &t.heap, live)?;
     }
-    Ok(())
+    Ok(digest)
 }
 
 fn directory_target(cfg: &CrashConfig) -> Result<CrashReport> {

@@ -60,7 +60,7 @@ fn worker(
                 let i = rng.below(mine.len() as u64) as usize;
                 let _ = give.send(mine.swap_remove(i));
             }
-            _ => pool.fence(), // lets freed blocks be reused
+            _ => pool.fence().unwrap(), // lets freed blocks be reused
         }
     }
     for (off, len, tag) in mine {

@@ -151,6 +151,18 @@ fn published_blocks_survive_kill_9() {
             n += 1;
         }
     }
+    // A second process must not open the pool while the child writes to it:
+    // neither for writing (it would free chunks the child owns) nor for reading.
+    for read_only in [false, true] {
+        let opts = PoolOptions {
+            read_only,
+            ..PoolOptions::default()
+        };
+        match Pool::open(&p, &opts) {
+            Err(ferrite_pm::PmError::InUse { .. }) => {}
+            other => panic!("opening a pool another process writes gave {other:?}"),
+        }
+    }
     child.kill().unwrap(); // SIGKILL
                            // Acks printed before the kill landed are acknowledged too.
     let mut rest = String::new();
@@ -162,6 +174,7 @@ fn published_blocks_survive_kill_9() {
         }
     }
     child.wait().unwrap();
+    // The kernel dropped the dead child's lock: the pool opens again.
     check(&p, &acks);
     let _ = std::fs::remove_file(&p);
 }

@@ -250,7 +250,7 @@ fn read_only_pools_refuse_writes() {
     assert!(pool.is_read_only());
     assert!(matches!(
         pool.create_object("x", "t"),
-        Err(PmError::Invalid(_))
+        Err(PmError::ReadOnly)
     ));
 }
 
@@ -354,14 +354,90 @@ proptest! {
 }
 
 #[test]
-fn a_failed_write_back_makes_the_pool_refuse_metadata_writes() {
-    let pool = Pool::create_volatile(1 << 20, &opts()).unwrap();
-    let id = pool.create_object("a", "t").unwrap();
-    assert!(pool.health().is_ok());
-    pool.inject_io_failure("msync failed: EIO");
-    let e = pool.set_root(id, 0, 1).unwrap_err();
-    assert!(e.to_string().contains("EIO"), "{e}");
-    assert!(pool.create_object("b", "t").is_err());
-    assert!(pool.open_heap(id, |_| Ok(())).is_err());
-    assert!(pool.health().is_err());
+fn one_writer_or_many_readers_hold_a_pool() {
+    let p = TmpPath::new("lock");
+    let ro = PoolOptions {
+        read_only: true,
+        ..opts()
+    };
+    let w = Pool::create(&p.0, 1 << 20, &opts()).unwrap();
+    let in_use = |r: Result<Pool, PmError>| match r {
+        Err(e @ PmError::InUse { .. }) => {
+            assert!(e.to_string().contains("in use by another process"), "{e}");
+        }
+        other => panic!("expected InUse, got {other:?}"),
+    };
+    in_use(Pool::open(&p.0, &opts()));
+    in_use(Pool::open(&p.0, &ro));
+    drop(w);
+    let r1 = Pool::open(&p.0, &ro).unwrap();
+    let r2 = Pool::open(&p.0, &ro).unwrap();
+    assert!(
+        r1.create_object("x", "t").is_err(),
+        "read-only pools refuse writes"
+    );
+    in_use(Pool::open(&p.0, &opts()));
+    drop((r1, r2));
+    drop(Pool::open(&p.0, &opts()).unwrap());
+}
+
+#[test]
+fn the_durability_label_follows_the_flush_setting() {
+    use ferrite_pm::FlushKind;
+    let p = TmpPath::new("label");
+    drop(Pool::create(&p.0, 1 << 20, &opts()).unwrap());
+    for (flush, msync) in [
+        (FlushKind::Eadr, false),
+        (FlushKind::Clflush, false),
+        (FlushKind::Eadr, true),
+    ] {
+        let o = PoolOptions {
+            flush: Some(flush),
+            msync,
+            ..opts()
+        };
+        let pool = Pool::open(&p.0, &o).unwrap();
+        let d = pool.durability();
+        // /dev/shm is never DAX here; the label must never claim more than the
+        // device and the issued instructions give.
+        if msync {
+            assert_eq!(d, Durability::FileMsync);
+        } else {
+            assert_eq!(d, Durability::EmulatedShm);
+            assert!(!d.power_fail_safe());
+        }
+    }
+    // The decision itself, also for DAX mappings this machine cannot make:
+    // MAP_SYNC without a write-back instruction is not power-fail safe.
+    let of = Durability::for_mapping;
+    assert_eq!(of(true, false, false, FlushKind::Clwb), Durability::Pm);
+    assert_eq!(
+        of(true, false, false, FlushKind::ClflushOpt),
+        Durability::Pm
+    );
+    assert_eq!(
+        of(true, false, false, FlushKind::Eadr),
+        Durability::PmEadrAssumed
+    );
+    assert_eq!(
+        of(true, true, false, FlushKind::Eadr),
+        Durability::PmEadrAssumed
+    );
+    assert_eq!(
+        of(false, true, false, FlushKind::Eadr),
+        Durability::FileMsync
+    );
+    assert_eq!(
+        of(false, false, true, FlushKind::Clwb),
+        Durability::EmulatedShm
+    );
+    assert_eq!(
+        of(false, false, false, FlushKind::Clwb),
+        Durability::EmulatedFile
+    );
+    assert!(!Durability::PmEadrAssumed.power_fail_safe());
+    assert!(Durability::PmEadrAssumed
+        .describe()
+        .contains("ONLY on an eADR platform"));
+    assert!(Durability::Pm.power_fail_safe());
 }

@@ -50,7 +50,7 @@ fn unflushed_stores_are_not_durable_but_may_be_evicted() {
     let (pool, off) = sim_pool();
     let log = capture(&pool, off);
     write(&pool, off, 7);
-    pool.fence(); // no flush: 7 is dirty, not durable
+    pool.fence().unwrap(); // no flush: 7 is dirty, not durable
     let (fence, durable, evicted, dirty) = log.lock().unwrap()[0];
     assert_eq!((fence, durable, evicted, dirty), (1, 0, 7, 1));
     // After the fence it is still not durable (never flushed).
@@ -67,9 +67,9 @@ fn flushed_lines_become_durable_at_the_next_fence() {
     let log = capture(&pool, off);
     write(&pool, off, 5);
     pool.flush(pool.at(off, 8), 8);
-    pool.fence(); // crash point 1: before this fence, 5 is pending
+    pool.fence().unwrap(); // crash point 1: before this fence, 5 is pending
     write(&pool, off, 6);
-    pool.fence(); // crash point 2: 5 durable, 6 dirty
+    pool.fence().unwrap(); // crash point 2: 5 durable, 6 dirty
     let l = log.lock().unwrap().clone();
     assert_eq!(l[0].1, 0, "pending flush is not durable before its fence");
     assert_eq!(l[0].2, 5);
@@ -105,8 +105,8 @@ fn nt_copies_are_pending_until_a_fence() {
     let (pool, off) = sim_pool();
     let log = capture(&pool, off);
     pool.nt_copy(pool.at(off, 8), &9u64.to_le_bytes());
-    pool.fence();
-    pool.fence();
+    pool.fence().unwrap();
+    pool.fence().unwrap();
     let l = log.lock().unwrap().clone();
     assert_eq!(l[0].1, 0);
     assert_eq!(l[1].1, 9);

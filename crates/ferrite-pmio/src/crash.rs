@@ -47,6 +47,15 @@ fn s(e: PmioError) -> String {
 /// Every structure here owns exactly one region block, which fits in one chunk
 /// of the crash pools: an object owning more chunks leaked a region (e.g. one
 /// allocated by a creation that crashed before publishing it).
+/// A digest of what a checker recovered (compared between recoveries of one
+/// image, with and without a crash during recovery).
+fn digest(parts: &impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    parts.hash(&mut h);
+    h.finish()
+}
+
 fn no_leak(pool: &Pool) -> Result<(), String> {
     for (id, n) in pool.chunks_by_owner() {
         if n != 1 {
@@ -139,7 +148,7 @@ fn log_workload(
     Ok(())
 }
 
-fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Result<(), String> {
+fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Result<u64, String> {
     let created = !j.acked.is_empty();
     let mut first = 1u64;
     let mut model: Vec<Vec<u8>> = Vec::new();
@@ -159,13 +168,15 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
         .map(|id| pool.root(id, 0) != 0)
         .unwrap_or(false);
     if !exists {
+        ferrite_pm::crash::recovered(&pool);
         return if created {
             Err("acknowledged log is missing".into())
         } else {
-            Ok(())
+            Ok(0)
         };
     }
     let mut log = PmLog::open(&pool, LOG_NAME).map_err(|e| format!("open: {e}"))?;
+    ferrite_pm::crash::recovered(&pool);
     no_leak(&pool)?;
     if log.kind() != kind || log.padded() != padded {
         return Err("log reopened with another configuration".into());
@@ -202,12 +213,13 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
             })
         ));
     }
+    let found = digest(&(log.first_lsn(), &got));
     // The recovered log must be usable: append, reopen, find it.
     let next = log.next_lsn();
     match log.append(b"after recovery") {
         Ok(l) if l == next => {}
         Ok(l) => return Err(format!("post-recovery append got lsn {l}, expected {next}")),
-        Err(PmioError::LogFull { .. }) => return Ok(()),
+        Err(PmioError::LogFull { .. }) => return Ok(found),
         Err(e) => return Err(format!("post-recovery append: {e}")),
     }
     drop(log);
@@ -215,7 +227,7 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
     if log.len() != got.len() + 1 || log.read(next).map_err(s)? != b"after recovery" {
         return Err("post-recovery append lost on reopen".into());
     }
-    Ok(())
+    Ok(found)
 }
 
 fn log_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
@@ -325,7 +337,7 @@ fn page_workload(
     Ok(())
 }
 
-fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
+fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<u64, String> {
     let created = !j.acked.is_empty();
     let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for op in &j.acked {
@@ -345,17 +357,20 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
         .map(|id| pool.root(id, 0) != 0)
         .unwrap_or(false);
     if !exists {
+        ferrite_pm::crash::recovered(&pool);
         return if created {
             Err("acknowledged page store is missing".into())
         } else {
-            Ok(())
+            Ok(0)
         };
     }
+    let mut found = Vec::new();
     let mut buf = vec![0u8; PAGE_SIZE];
     // Twice: recovery (re-applying a micro log) must be idempotent.
     for round in 0..2 {
         let st = PageStore::open_or_create(&pool, PAGE_NAME, PAGE_CFG)
             .map_err(|e| format!("open: {e}"))?;
+        ferrite_pm::crash::recovered(&pool);
         no_leak(&pool)?;
         for pid in 0..PAGES {
             let acked = model.get(&pid);
@@ -372,6 +387,9 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
                 _ => None,
             };
             let present = st.read(pid, &mut buf).map_err(s)?;
+            if round == 0 {
+                found.push(present.then(|| buf.clone()));
+            }
             let removing = matches!(j.in_flight, Some(PageOp::Remove { pid: p }) if p == pid);
             let ok = match (present, acked) {
                 (false, None) => true,
@@ -400,7 +418,7 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<(), String> {
     if !st.read(0, &mut buf).map_err(s)? || buf != page {
         return Err("post-recovery write lost".into());
     }
-    Ok(())
+    Ok(digest(&found))
 }
 
 fn page_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
@@ -471,7 +489,7 @@ fn inplace_check(
     j: &Journal<InplaceOp>,
     method: InplaceMethod,
     vs: usize,
-) -> Result<(), String> {
+) -> Result<u64, String> {
     let created = !j.acked.is_empty();
     let mut model = [0u64; VALUES];
     for op in &j.acked {
@@ -484,19 +502,25 @@ fn inplace_check(
         .map(|id| pool.root(id, 0) != 0)
         .unwrap_or(false);
     if !exists {
+        ferrite_pm::crash::recovered(&pool);
         return if created {
             Err("acknowledged array is missing".into())
         } else {
-            Ok(())
+            Ok(0)
         };
     }
     let mut out = vec![0u8; vs];
+    let mut found = Vec::new();
     for round in 0..2 {
         let a = InplaceArray::open_or_create(&pool, ARRAY_NAME, inplace_cfg(method, vs))
             .map_err(|e| format!("open: {e}"))?;
+        ferrite_pm::crash::recovered(&pool);
         no_leak(&pool)?;
         for (idx, &v) in model.iter().enumerate() {
             a.read(idx, &mut out).map_err(s)?;
+            if round == 0 {
+                found.push(out.clone());
+            }
             let in_flight = match j.in_flight {
                 Some(InplaceOp::Update { idx: i, version }) if i == idx => Some(version),
                 _ => None,
@@ -518,7 +542,7 @@ fn inplace_check(
     if out != v {
         return Err("post-recovery update lost".into());
     }
-    Ok(())
+    Ok(digest(&found))
 }
 
 fn inplace_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {

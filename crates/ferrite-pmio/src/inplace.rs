@@ -149,7 +149,7 @@ impl InplaceArray {
                 stride: stride as u64,
                 _pad: [0; 3],
             };
-            crate::region::write_header(pool, off, h);
+            crate::region::write_header(pool, off, h)?;
             pool.set_root(id, 0, off)?;
             region = off;
         }
@@ -265,7 +265,7 @@ impl InplaceArray {
                 let p = self.elem(i);
                 // SAFETY: element i holds value_size bytes.
                 unsafe { std::ptr::copy_nonoverlapping(e[8..].as_ptr(), p, self.value_size) };
-                self.pool.persist(p, self.value_size);
+                self.pool.persist(p, self.value_size)?;
                 Ok(())
             }
             InplaceMethod::Fam => {
@@ -311,7 +311,7 @@ impl InplaceArray {
                     dirty = true;
                 }
                 if dirty {
-                    self.pool.fence();
+                    self.pool.fence()?;
                 }
                 Ok(())
             }
@@ -340,10 +340,10 @@ impl InplaceArray {
                     let target = p.add(8 + vs * (1 - (flag & 1) as usize));
                     std::ptr::copy_nonoverlapping(v.as_ptr(), target, vs);
                     self.pool.flush(target, vs);
-                    self.pool.fence();
+                    self.pool.fence()?;
                     wr(p, flag ^ 1);
                 }
-                self.pool.persist(p, 8);
+                self.pool.persist(p, 8)?;
             }
             InplaceMethod::Log => {
                 self.scratch.clear();
@@ -361,11 +361,11 @@ impl InplaceArray {
                 }
                 // SAFETY: element i holds vs bytes.
                 unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), p, vs) };
-                self.pool.persist(p, vs);
+                self.pool.persist(p, vs)?;
             }
             InplaceMethod::Fam => {
                 fam_store(p, v);
-                self.pool.persist(p, 8 * fambs(vs));
+                self.pool.persist(p, 8 * fambs(vs))?;
             }
         }
         Ok(())

@@ -50,11 +50,12 @@ impl<'p> PersistBatch<'p> {
 
     /// One fence: every write-back issued so far is durable after it. A batch
     /// with nothing pending costs nothing.
-    pub fn commit(&mut self) {
+    pub fn commit(&mut self) -> ferrite_pm::Result<()> {
         if self.flushes > 0 {
-            self.pool.fence();
+            self.pool.fence()?;
             self.flushes = 0;
         }
+        Ok(())
     }
 }
 
@@ -62,7 +63,7 @@ impl Drop for PersistBatch<'_> {
     /// Never drop pending write-backs silently: an un-committed batch is
     /// committed here.
     fn drop(&mut self) {
-        self.commit();
+        let _ = self.commit(); // a failed fence poisons the pool; later fences report it
     }
 }
 
@@ -159,7 +160,8 @@ impl<'p> Interleaver<'p> {
         group: usize,
         mut next: impl FnMut() -> Option<F>,
         mut done: impl FnMut(T),
-    ) where
+    ) -> ferrite_pm::Result<()>
+    where
         F: Future<Output = T>,
     {
         let group = group.max(1);
@@ -202,13 +204,13 @@ impl<'p> Interleaver<'p> {
                 }
             }
             if self.waiting.get() > 0 {
-                self.pool.fence();
+                self.pool.fence()?;
                 self.fences.set(self.fences.get() + 1);
                 self.epoch.set(self.epoch.get() + 1);
                 self.waiting.set(0);
             }
             if live == 0 && exhausted {
-                break;
+                return Ok(());
             }
         }
     }
@@ -251,7 +253,8 @@ mod tests {
                 })
             },
             |i| results.push(i),
-        );
+        )
+        .unwrap();
         results.sort();
         assert_eq!(results, (0..64).collect::<Vec<_>>());
         // 64 ops x 2 persist points in groups of 16: 8 fences, not 128.

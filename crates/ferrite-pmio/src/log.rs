@@ -410,7 +410,7 @@ impl PmLog {
             meta_bytes: meta as u64,
             _pad: [0; 4],
         };
-        crate::region::write_header(pool, off, h);
+        crate::region::write_header(pool, off, h)?;
         // State before the region pointer: until root 0 is durable the object
         // has no region and the block is garbage the next open frees.
         pool.set_root(id, 1, 1 << 1)?;
@@ -493,7 +493,7 @@ impl PmLog {
             self.tail = pos;
             // Torn residue beyond the tail must be zero before the next append.
             if self.zero_range(pos, cap) {
-                self.pool.fence();
+                self.pool.fence()?;
             }
         } else {
             let fields = kind.size_fields();
@@ -625,7 +625,7 @@ impl PmLog {
         let seg = self.segs[self.active];
         // SAFETY: start..start+total is inside the active segment.
         self.pool.flush(unsafe { seg.add(start) }, total);
-        self.pool.fence();
+        self.pool.fence()?;
         match self.kind {
             LogKind::Classic => {
                 let mut pos = start;
@@ -649,14 +649,14 @@ impl PmLog {
                     // SAFETY: as above.
                     self.pool.flush(unsafe { seg.add(last_line * 64) }, 64);
                 }
-                self.pool.fence();
+                self.pool.fence()?;
             }
             LogKind::Header | LogKind::HeaderDancing => {
                 let i = (self.appends % self.kind.size_fields() as u64) as usize;
                 let f = self.field(self.active, i);
                 // SAFETY: an aligned size field.
                 unsafe { wr(f, self.epoch << TAIL_BITS | pos as u64) };
-                self.pool.persist(f, 8);
+                self.pool.persist(f, 8)?;
             }
             LogKind::Rawl | LogKind::PopLog => {}
         }
@@ -739,7 +739,7 @@ impl Log for PmLog {
                 self.pool.flush(f, 8);
             }
         }
-        self.pool.fence();
+        self.pool.fence()?;
         let next = self.next_lsn();
         self.pool.set_root(self.id, 1, next << 1 | other as u64)?;
         self.active = other;
@@ -770,9 +770,9 @@ impl Log for PmLog {
             let p = unsafe { self.segs[self.active].add(cut) };
             // SAFETY: as above.
             unsafe { wr(p, 0) };
-            self.pool.persist(p, 8);
+            self.pool.persist(p, 8)?;
             if self.zero_range(cut, self.tail) {
-                self.pool.fence();
+                self.pool.fence()?;
             }
         } else {
             if self.epoch >= MAX_EPOCH {
@@ -785,7 +785,7 @@ impl Log for PmLog {
             let f = self.field(self.active, i);
             // SAFETY: an aligned size field.
             unsafe { wr(f, self.epoch << TAIL_BITS | cut as u64) };
-            self.pool.persist(f, 8);
+            self.pool.persist(f, 8)?;
             self.appends += 1;
         }
         self.pos.truncate(keep);

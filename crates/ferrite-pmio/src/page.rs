@@ -205,7 +205,7 @@ impl PageStore {
                 slots: cfg.slots as u64,
                 _pad: [0; 5],
             };
-            crate::region::write_header(pool, off, h);
+            crate::region::write_header(pool, off, h)?;
             pool.set_root(id, 0, off)?;
             region = off;
         }
@@ -272,10 +272,11 @@ impl PageStore {
     }
 
     /// Marks the micro log invalid, durably (it has been applied).
-    fn retire_log(&self) {
+    fn retire_log(&self) -> Result<()> {
         // SAFETY: the valid word of the log header.
         unsafe { wr(self.ulog, 0) };
-        self.pool.persist(self.ulog, 8);
+        self.pool.persist(self.ulog, 8)?;
+        Ok(())
     }
 
     fn recover(&mut self) -> Result<()> {
@@ -320,9 +321,9 @@ impl PageStore {
                         self.pool.flush(dst, 64);
                     }
                 }
-                self.pool.fence();
+                self.pool.fence()?;
             }
-            self.retire_log();
+            self.retire_log()?;
         }
         Ok(())
     }
@@ -424,7 +425,7 @@ impl PageStore {
         // old lines over it.
         let lh = self.log_header();
         if lh.valid != 0 && lh.pid1 == pid + 1 {
-            self.retire_log();
+            self.retire_log()?;
         }
         let mut stale = false;
         for slot in 0..self.slots {
@@ -438,12 +439,12 @@ impl PageStore {
             }
         }
         if stale {
-            self.pool.fence();
+            self.pool.fence()?;
         }
         let h = self.slot_hdr(live);
         // SAFETY: as above.
         unsafe { wr(h, 0) };
-        self.pool.persist(h, 8);
+        self.pool.persist(h, 8)?;
         self.map.remove(&pid);
         self.free.push(live);
         Ok(true)
@@ -463,7 +464,7 @@ impl PageStore {
             .pop()
             .ok_or_else(|| corrupt(&self.name, "no free slot"))?;
         self.pool.nt_copy(self.slot_data(slot), page);
-        self.pool.fence();
+        self.pool.fence()?;
         let pvn = old.map_or(1, |o| o.1 + 1);
         let h = self.slot_hdr(slot);
         // SAFETY: aligned header words of the slot. The pid store precedes the
@@ -473,7 +474,7 @@ impl PageStore {
             std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::Release);
             wr(h.add(8), pvn);
         }
-        self.pool.persist(h, 16);
+        self.pool.persist(h, 16)?;
         self.map.insert(pid, (slot, pvn));
         if let Some((o, _)) = old {
             self.free.push(o);
@@ -488,7 +489,7 @@ impl PageStore {
         // 1. invalidate
         // SAFETY: the log's valid word.
         unsafe { wr(log, 0) };
-        self.pool.persist(log, 8);
+        self.pool.persist(log, 8)?;
         // 2. write line numbers and contents
         self.scratch_idx.clear();
         self.scratch_idx
@@ -521,11 +522,11 @@ impl PageStore {
             self.pool.flush(log.add(64), 2 * n.max(1));
             self.pool.flush(log.add(64 + data), 64 * n);
         }
-        self.pool.fence();
+        self.pool.fence()?;
         // 3. validate
         // SAFETY: the valid word.
         unsafe { wr(log, 1) };
-        self.pool.persist(log, 8);
+        self.pool.persist(log, 8)?;
         // 4. apply in place
         let dst = self.slot_data(slot);
         for &l in &self.scratch_idx {
@@ -536,7 +537,7 @@ impl PageStore {
                 self.pool.flush(dst.add(l), 64);
             }
         }
-        self.pool.fence();
+        self.pool.fence()?;
         Ok(())
     }
 }

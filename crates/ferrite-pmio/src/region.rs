@@ -35,13 +35,13 @@ pub(crate) fn open_object(
 pub(crate) trait RegionHeader: Copy {}
 
 /// Writes `h` at the start of the fresh region `off` and persists it (one barrier).
-pub(crate) fn write_header<H: RegionHeader>(pool: &Pool, off: u64, h: H) {
+pub(crate) fn write_header<H: RegionHeader>(pool: &Pool, off: u64, h: H) -> ferrite_pm::Result<()> {
     const { assert!(std::mem::size_of::<H>() == 64) };
     let p = pool.at(off, 64);
     // SAFETY: `off` is a fresh, 64-aligned heap block of at least 64 bytes and
     // H is 64 bytes of plain data.
     unsafe { std::ptr::write(p as *mut H, h) };
-    pool.persist(p, 64);
+    pool.persist(p, 64)
 }
 
 /// Reads the header of region `off` after checking the region is a block of
@@ -75,14 +75,18 @@ pub(crate) unsafe fn rd(p: *const u8) -> u64 {
     unsafe { std::ptr::read_volatile(p as *const u64) }
 }
 
-/// Writes an 8-byte word of PM (failure-atomic on PM when aligned).
+/// Writes an 8-byte word of PM (failure-atomic on PM when aligned). Stores to
+/// one cache line reach PM in program order (x86-TSO); the store is recorded
+/// with the crash simulator so its crash images respect that order.
 ///
 /// # Safety
 /// `p` must be 8-byte aligned and inside a live mapping.
 #[inline(always)]
 pub(crate) unsafe fn wr(p: *mut u8, v: u64) {
-    // SAFETY: forwarded caller guarantee.
-    unsafe { std::ptr::write_volatile(p as *mut u64, v) }
+    // SAFETY: forwarded caller guarantee (aligned, mapped); PM words are only
+    // accessed as whole words, so viewing this one as an atomic is sound.
+    let w = unsafe { &*(p as *const std::sync::atomic::AtomicU64) };
+    ferrite_pm::store_u64(w, v, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Zeroes every cache line of `[p, p+len)` that is not already zero and writes it

@@ -95,6 +95,10 @@ pub fn run(a: CrashArgs) -> Result<i32> {
                 "points": r.points,
                 "fences": r.fences,
                 "acked_ops": r.acked_ops,
+                "recovery_points": r.recovery_points,
+                "recovery_states": r.recovery_states,
+                "recovery_crashes": cfg.recovery_crashes,
+                "model": ferrite_pm::crash::MODEL,
                 "seeds": cfg.seeds,
                 "seed": cfg.seed,
                 "seconds": secs,
@@ -103,9 +107,10 @@ pub fn run(a: CrashArgs) -> Result<i32> {
         );
     } else {
         println!(
-            "{}: {} crash states at {} points ({} fences, {} acknowledged operations) in {:.1} s: {} violations",
-            r.target, r.states, r.points, r.fences, r.acked_ops, secs, r.violations
+            "{}: {} crash states at {} points ({} fences, {} acknowledged operations), {} of them crashes during recovery at {} recovery fences, in {:.1} s: {} violations",
+            r.target, r.states, r.points, r.fences, r.acked_ops, r.recovery_states, r.recovery_points, secs, r.violations
         );
+        println!("model: {}", ferrite_pm::crash::MODEL);
         for v in &r.examples {
             println!("  fence {} seed {}: {}", v.fence, v.seed, v.message);
         }
