@@ -21,6 +21,12 @@ pub const FORMAT_VERSION: u64 = 1;
 /// Root word 2 of an index object: identifies the format.
 pub const FORMAT_TAG: u64 = 0x4645_4958_0000_0000 | FORMAT_VERSION; // "FEIX" + version
 
+/// Longest key the index accepts, in bytes. Part of the format: recovery and
+/// the batch log's decoder reject longer lengths as corrupt.
+pub const MAX_KEY: usize = 1024;
+/// Longest value the index accepts, in bytes (format, as [`MAX_KEY`]).
+pub const MAX_VALUE: usize = 64 * 1024;
+
 /// Cache lines per leaf.
 pub const LINES: usize = 8;
 /// Slots per line.

@@ -6,13 +6,16 @@
 pub mod arena;
 pub mod crash;
 pub mod inner;
-pub mod kv;
 pub mod leaf;
 mod prefetch;
 pub mod tree;
 pub mod vlock;
 
-pub use kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
+/// The ordered key-value interface, re-exported from `ferrite-kv` so that
+/// `ferrite_index::kv::…` paths keep working.
+pub use ferrite_kv as kv;
+pub use ferrite_kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch};
+pub use leaf::{MAX_KEY, MAX_VALUE};
 pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, INDEX_TYPE};
 
 use ferrite_pm::CrashTarget;

@@ -21,11 +21,9 @@ use crossbeam_epoch::{self as epoch, Guard};
 use ferrite_pm::{Heap, Marker, ObjectId, PmError, Pool, PoolOptions};
 
 use crate::inner::{prefix_of, Inner, SearchKey, Sep, Smo};
-use crate::kv::{
-    check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE,
-};
 use crate::leaf::*;
 use crate::vlock;
+use ferrite_kv::{check_sizes, BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch};
 
 /// Type name of index objects in the pool's root directory.
 pub const INDEX_TYPE: &str = "ferrite.index";
@@ -365,10 +363,29 @@ enum UpdateOutcome {
     NeedSplit,
 }
 
+/// Object name in corruption reports.
+const OBJECT: &str = "ferrite index";
+
+/// Corruption found by recovery, which runs inside the heap's tracer and so
+/// reports in the PM layer's terms; [`pm`] turns it into [`KvError::Corrupt`].
 fn corrupt(detail: String) -> PmError {
     PmError::CorruptObject {
-        object: "ferrite index".into(),
+        object: OBJECT.into(),
         detail,
+    }
+}
+
+/// A PM-layer error as the index reports it: corruption (found by our
+/// recovery, the heap's tracer or the pool) is [`KvError::Corrupt`], the one
+/// spelling of corruption; everything else is [`KvError::Storage`].
+fn pm(e: PmError) -> KvError {
+    match e {
+        PmError::CorruptObject { object, detail } => KvError::Corrupt { object, detail },
+        PmError::BadPool(detail) => KvError::Corrupt {
+            object: "pool".into(),
+            detail,
+        },
+        e => KvError::storage(e),
     }
 }
 
@@ -385,14 +402,15 @@ impl FerriteIndex {
         let pool = Pool::create_volatile(
             capacity.max(ferrite_pm::layout::MIN_POOL),
             &PoolOptions::default(),
-        )?;
+        )
+        .map_err(pm)?;
         Self::open_with(&pool, "ferrite-dram", &IndexOptions { no_persist: true })
     }
 
     /// [`open_or_create`](Self::open_or_create) with options.
     pub fn open_with(pool: &Pool, name: &str, opts: &IndexOptions) -> KvResult<FerriteIndex> {
         let started = Instant::now();
-        let (id, _) = pool.open_or_create_object(name, INDEX_TYPE)?;
+        let (id, _) = pool.open_or_create_object(name, INDEX_TYPE).map_err(pm)?;
         let head = pool.root(id, R_HEAD);
         let log = pool.root(id, R_LOG);
         if head != 0 && pool.root(id, R_FORMAT) != FORMAT_TAG {
@@ -403,7 +421,9 @@ impl FerriteIndex {
         }
         let durable = !opts.no_persist;
         let mut rec = Recovered::default();
-        let (heap, _) = pool.open_heap(id, |m| recover(m, head, log, durable, &mut rec))?;
+        let (heap, _) = pool
+            .open_heap(id, |m| recover(m, head, log, durable, &mut rec))
+            .map_err(pm)?;
         let base = pool.base();
         let mut idx = FerriteIndex {
             pool: pool.clone(),
@@ -424,14 +444,14 @@ impl FerriteIndex {
             rebuild: RebuildStats::default(),
         };
         if head == 0 {
-            let off = idx.heap.alloc(LEAF_SIZE)?;
+            let off = idx.heap.alloc(LEAF_SIZE).map_err(pm)?;
             let lf = idx.leaf(off);
             init_leaf(lf, 0);
             lf.lock_word().store(0, Ordering::Relaxed);
             idx.flush(lf.line_ptr(0), LEAF_SIZE);
             idx.fence();
-            pool.set_root(id, R_FORMAT, FORMAT_TAG)?;
-            pool.set_root(id, R_HEAD, off)?;
+            pool.set_root(id, R_FORMAT, FORMAT_TAG).map_err(pm)?;
+            pool.set_root(id, R_HEAD, off).map_err(pm)?;
             idx.head = off;
             rec.leaves = vec![(None, off)];
         }
@@ -679,7 +699,7 @@ impl FerriteIndex {
 
     /// Writes `bytes` to a new out-of-line block and flushes it (no fence).
     fn write_block(&self, bytes: &[u8]) -> KvResult<u64> {
-        let off = self.heap.alloc(8 + bytes.len())?;
+        let off = self.heap.alloc(8 + bytes.len()).map_err(pm)?;
         let p = self.pool.at(off, 8 + bytes.len());
         // SAFETY: p..p+8+len is the freshly allocated block, unreachable by others.
         unsafe {
@@ -1215,7 +1235,7 @@ impl FerriteIndex {
     /// Returns whether `new` (if any) was placed.
     fn split(&self, lk: &mut Locked, new: Option<Raw>, g: &Guard) -> KvResult<bool> {
         let lf = lk.lf;
-        let bad = || KvError::Pm(corrupt(format!("leaf {:#x}: malformed entry", lf.off)));
+        let bad = || KvError::corrupt(OBJECT, format!("leaf {:#x}: malformed entry", lf.off));
         let h = lf.hdrs();
         let mut raws = Vec::with_capacity(SLOTS);
         for slot in 0..SLOTS {
@@ -1224,7 +1244,10 @@ impl FerriteIndex {
             }
         }
         if raws.len() < 2 {
-            return Err(KvError::Backend("split of a leaf with < 2 entries".into()));
+            return Err(KvError::corrupt(
+                OBJECT,
+                format!("leaf {:#x}: split of a leaf with < 2 entries", lf.off),
+            ));
         }
         let mut order = Vec::with_capacity(SLOTS);
         self.sort_raw(&raws, &mut order).ok_or_else(bad)?;
@@ -1261,7 +1284,7 @@ impl FerriteIndex {
             }
             mid += 1;
         };
-        let off = self.heap.alloc(LEAF_SIZE)?;
+        let off = self.heap.alloc(LEAF_SIZE).map_err(pm)?;
         let nl = self.leaf(off);
         init_leaf(nl, lf.next());
         nl.lock_word().store(1, Ordering::Relaxed);
@@ -1275,8 +1298,12 @@ impl FerriteIndex {
         moved.sort_by_key(|r| !r.wide());
         let mut nh = [0u64; LINES];
         for r in &moved {
-            let slot = find_space(&nh, r.wide())
-                .ok_or_else(|| KvError::Backend("split: entries do not fit a leaf".into()))?;
+            let slot = find_space(&nh, r.wide()).ok_or_else(|| {
+                KvError::corrupt(
+                    OBJECT,
+                    format!("split of leaf {:#x}: entries do not fit a leaf", lf.off),
+                )
+            })?;
             write_entry(nl, &mut nh, slot, r);
         }
         for (l, &x) in nh.iter().enumerate() {
@@ -1653,25 +1680,26 @@ impl FerriteIndex {
         // Redo log: persist the batch, commit it with one root word, apply,
         // retire the log. Recovery replays a committed log (idempotent).
         let bytes = encode_log(&batch.ops);
-        let off = self.heap.alloc(bytes.len())?;
+        let off = self.heap.alloc(bytes.len()).map_err(pm)?;
         let p = self.pool.at(off, bytes.len());
         self.pool.nt_copy(p, &bytes);
         self.fence();
-        self.pool.set_root(self.id, R_LOG, off)?;
+        self.pool.set_root(self.id, R_LOG, off).map_err(pm)?;
         self.apply_batch(&batch.ops)?;
-        self.pool.set_root(self.id, R_LOG, 0)?;
+        self.pool.set_root(self.id, R_LOG, 0).map_err(pm)?;
         let _ = self.heap.free(off);
         Ok(())
     }
 
     fn replay_log(&mut self, off: u64) -> KvResult<()> {
         let ops = decode_log(&self.pool, off).ok_or_else(|| {
-            KvError::Pm(corrupt(format!(
-                "committed batch log at {off:#x} is corrupt"
-            )))
+            KvError::corrupt(
+                OBJECT,
+                format!("committed batch log at {off:#x} is corrupt"),
+            )
         })?;
         self.apply_batch(&ops)?;
-        self.pool.set_root(self.id, R_LOG, 0)?;
+        self.pool.set_root(self.id, R_LOG, 0).map_err(pm)?;
         let _ = self.heap.free(off);
         self.pool.fence();
         Ok(())
@@ -2079,6 +2107,10 @@ impl OrderedKv for FerriteIndex {
         } else {
             "ferrite-dram"
         }
+    }
+
+    fn limits(&self) -> (usize, usize) {
+        (MAX_KEY, MAX_VALUE)
     }
 
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
