@@ -11,7 +11,7 @@ use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
 use crate::kv::{BatchOp, OrderedKv, WriteBatch};
-use crate::tree::FerriteIndex;
+use crate::FerriteIndex;
 
 /// Object name the crash workloads use.
 pub const CRASH_OBJECT: &str = "crash-index";
