@@ -17,7 +17,7 @@
 //! | `crash` | the `index` crash-test target |
 
 mod arena;
-pub mod crash;
+mod crash;
 mod error;
 mod inner;
 mod leaf;
