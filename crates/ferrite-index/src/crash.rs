@@ -8,17 +8,13 @@
 //! accounting that exhausts the heap to prove that no block leaked or is used
 //! twice.
 
-use ferrite_kv::oracle::{self, apply, Model, Recovery};
+use ferrite_kv::oracle::{self, apply, Model, Op, Recovery};
 use ferrite_kv::KvResult;
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
 use crate::kv::{OrderedKv, WriteBatch};
 use crate::FerriteIndex;
-
-/// Operations as the oracle sees them (their effect); re-exported from
-/// [`ferrite_kv::oracle`].
-pub use ferrite_kv::oracle::Op;
 
 /// Object name the crash workloads use.
 pub const CRASH_OBJECT: &str = "crash-index";
