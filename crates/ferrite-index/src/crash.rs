@@ -1,58 +1,23 @@
 //! The `index` crash-test target: workloads that split leaves, merge sparse
 //! ones, empty and unlink them, update values across length classes and apply
-//! write batches, cut at every fence; the checker reopens each crash image through the normal
-//! open path and compares it with a `BTreeMap` oracle of the acknowledged
-//! operations (the one in flight may be absent or complete, never partial),
-//! then exhausts the heap to prove that no block leaked or is used twice.
+//! write batches, cut at every fence. The checker is the generic
+//! [`ferrite_kv::oracle`]: it reopens each crash image through the normal open
+//! path and compares the index with the acknowledged operations (the one in
+//! flight may be absent or complete, never partial); the index-specific parts
+//! ([`IndexRecovery`]) are the open, the structure check, and the space
+//! accounting that exhausts the heap to prove that no block leaked or is used
+//! twice.
 
-use std::collections::BTreeMap;
-
+use ferrite_kv::oracle::{self, apply, Model, Op, Recovery};
+use ferrite_kv::KvResult;
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
-use crate::kv::{BatchOp, OrderedKv, WriteBatch};
-use crate::tree::FerriteIndex;
+use crate::kv::{OrderedKv, WriteBatch};
+use crate::FerriteIndex;
 
 /// Object name the crash workloads use.
 pub const CRASH_OBJECT: &str = "crash-index";
-
-/// Operations as the oracle sees them (their effect).
-#[derive(Debug, Clone)]
-pub enum Op {
-    Setup,
-    Put(Vec<u8>, Vec<u8>),
-    Del(Vec<u8>),
-    Batch(Vec<BatchOp>),
-    /// An operation that must not change anything (insert of an existing key,
-    /// update or removal of an absent one).
-    Nop,
-}
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-fn apply(m: &mut Model, op: &Op) {
-    match op {
-        Op::Setup | Op::Nop => {}
-        Op::Put(k, v) => {
-            m.insert(k.clone(), v.clone());
-        }
-        Op::Del(k) => {
-            m.remove(k);
-        }
-        Op::Batch(ops) => {
-            for o in ops {
-                match o {
-                    BatchOp::Put { key, value } => {
-                        m.insert(key.clone(), value.clone());
-                    }
-                    BatchOp::Delete { key } => {
-                        m.remove(key);
-                    }
-                }
-            }
-        }
-    }
-}
 
 /// Key `k` of a workload: 8-byte big-endian integers, or (variable mode) a mix
 /// of empty, short, 8-byte, 12-byte and 40-byte keys.
@@ -96,29 +61,11 @@ pub fn crash_workload(
     drive(cfg, &idx, j, variable)
 }
 
-/// Runs the workload on a volatile pool and returns the index's structure
-/// counters (splits, unlinked leaves, merges), to show that it exercises all.
-pub fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u64, u64), String> {
-    let pool = Pool::create_volatile(
-        cfg.pool_size,
-        &ferrite_pm::PoolOptions {
-            chunk_size: cfg.chunk_size,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    let idx = FerriteIndex::open_or_create(&pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
-    let mut c = cfg.clone();
-    if cfg.ops == CrashConfig::default().ops {
-        c.ops = DEFAULT_OPS;
-    }
-    drive(&c, &idx, &Recorder::None, variable)?;
-    Ok(idx.structure_stats())
-}
-
 /// Where the workload records its operations.
 pub enum Recorder<'a> {
     Journal(&'a JournalHandle<Op>),
+    /// Nowhere (the workload-shape test runs without a crash simulator).
+    #[cfg_attr(not(test), allow(dead_code))]
     None,
 }
 
@@ -253,57 +200,33 @@ fn drive<'a>(
     Ok(())
 }
 
-fn describe(got: &Model, want: &Model) -> String {
-    for (k, v) in want {
-        match got.get(k) {
-            None => return format!("acknowledged key {k:?} is missing"),
-            Some(g) if g != v => return format!("key {k:?} has value {g:?}, acknowledged {v:?}"),
-            _ => {}
-        }
-    }
-    for k in got.keys() {
-        if !want.contains_key(k) {
-            return format!("key {k:?} is present but was never acknowledged");
-        }
-    }
-    "contents differ".into()
+/// The index's part of the recovery check: open the crash image through the
+/// normal open path (which runs recovery), check the leaf chain against the
+/// inner tree, and account for every block of the index's heap.
+pub struct IndexRecovery {
+    pub pool: Pool,
 }
 
-/// Checks a recovered image against the journal.
+impl Recovery for IndexRecovery {
+    type Store = FerriteIndex;
+
+    fn open(&mut self) -> KvResult<FerriteIndex> {
+        FerriteIndex::open_or_create(&self.pool, CRASH_OBJECT)
+    }
+
+    fn check_structure(&mut self, idx: &FerriteIndex) -> Result<(), String> {
+        idx.check_structure().map(|_| ())
+    }
+
+    fn check_space(&mut self, idx: &FerriteIndex) -> Result<(), String> {
+        idx.exhaust_and_account()
+    }
+}
+
+/// Checks a recovered image against the journal (the generic oracle with the
+/// index's [`IndexRecovery`]).
 pub fn crash_check(pool: Pool, j: &Journal<Op>) -> Result<(), String> {
-    let mut before = Model::new();
-    for op in &j.acked {
-        apply(&mut before, op);
-    }
-    let after = j.in_flight.as_ref().map(|op| {
-        let mut a = before.clone();
-        apply(&mut a, op);
-        a
-    });
-    let idx = FerriteIndex::open_or_create(&pool, CRASH_OBJECT)
-        .map_err(|e| format!("reopen failed: {e}"))?;
-    let mut got = Model::new();
-    idx.scan(&[], usize::MAX, &mut |k, v| {
-        got.insert(k.to_vec(), v.to_vec());
-    })
-    .map_err(|e| e.to_string())?;
-    if got != before && after.as_ref() != Some(&got) {
-        let msg = describe(&got, &before);
-        return Err(match &j.in_flight {
-            Some(op) => format!("{msg} (in flight: {op:?})"),
-            None => msg,
-        });
-    }
-    for (k, v) in &got {
-        match idx.get(k) {
-            Ok(Some(x)) if &x == v => {}
-            other => return Err(format!("get({k:?}) = {other:?}, scan saw {v:?}")),
-        }
-    }
-    if idx.count() != got.len() {
-        return Err(format!("count {} != {} keys", idx.count(), got.len()));
-    }
-    idx.exhaust_and_account()
+    oracle::check_recovered(IndexRecovery { pool }, &j.acked, j.in_flight.as_ref())
 }
 
 /// Operations per workload when the caller passes the generic default.
@@ -330,4 +253,59 @@ pub fn index_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
         crash_check,
     )?);
     Ok(r)
+}
+
+/// The `index` crash target at its default configuration (>= 10,000 states).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs the workload on a volatile pool and returns the index's structure
+    /// counters (splits, unlinked leaves, merges), to show that it exercises all.
+    fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u64, u64), String> {
+        let pool = Pool::create_volatile(
+            cfg.pool_size,
+            &ferrite_pm::PoolOptions {
+                chunk_size: cfg.chunk_size,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let idx = FerriteIndex::open_or_create(&pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
+        let mut c = cfg.clone();
+        if cfg.ops == CrashConfig::default().ops {
+            c.ops = DEFAULT_OPS;
+        }
+        drive(&c, &idx, &Recorder::None, variable)?;
+        Ok(idx.structure_stats())
+    }
+
+    #[test]
+    fn index_crash_target_has_no_violations() {
+        let r = index_target(&CrashConfig::default()).expect("explore");
+        eprintln!(
+            "index crash test: {} fences, {} points, {} states, {} violations, {} acked",
+            r.fences, r.points, r.states, r.violations, r.acked_ops
+        );
+        for v in &r.examples {
+            eprintln!("  fence {} seed {}: {}", v.fence, v.seed, v.message);
+        }
+        assert_eq!(r.violations, 0);
+        assert!(r.states >= 10_000, "only {} states", r.states);
+    }
+
+    #[test]
+    fn crash_workloads_split_unlink_and_merge_leaves() {
+        for var in [false, true] {
+            let (splits, unlinks, merges) =
+                crash_workload_shape(&CrashConfig::default(), var).unwrap();
+            eprintln!(
+                "variable={var}: {splits} splits, {unlinks} unlinked leaves, {merges} merges"
+            );
+            assert!(
+                splits >= 5 && unlinks >= 2 && merges >= 2,
+                "{splits} splits, {unlinks} unlinks, {merges} merges"
+            );
+        }
+    }
 }

@@ -1,18 +1,36 @@
 //! Ferrite's ordered key-value indexes.
 //!
 //! [`FerriteIndex`] is the hybrid persistent range index (PM leaves, DRAM inner
-//! nodes); [`kv`] is the interface every index and benchmark baseline implements.
+//! nodes); [`kv`] (the `ferrite-kv` crate, re-exported) is the interface every
+//! index and benchmark baseline implements.
+//!
+//! Modules (all private; what users need is re-exported here):
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | `tree` | the index: open, read and write paths, structure changes, batches, recovery, reclamation, checks |
+//! | `leaf` | the PM leaf layout and the entries in its slots (the on-PM format) |
+//! | `inner` | DRAM inner nodes under optimistic lock coupling |
+//! | `vlock` | the version-lock protocol of leaves and inner nodes |
+//! | `arena` | huge-page slabs for inner nodes |
+//! | `error` | how PM-layer errors and corruption become `KvError`s |
+//! | `crash` | the `index` crash-test target |
 
-pub mod arena;
-pub mod crash;
-pub mod inner;
-pub mod kv;
-pub mod leaf;
+mod arena;
+mod crash;
+mod error;
+mod inner;
+mod leaf;
 mod prefetch;
-pub mod tree;
+mod tree;
+#[doc(hidden)]
 pub mod vlock;
 
-pub use kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch, MAX_KEY, MAX_VALUE};
+/// The ordered key-value interface, re-exported from `ferrite-kv` so that
+/// `ferrite_index::kv::…` paths keep working.
+pub use ferrite_kv as kv;
+pub use ferrite_kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch};
+pub use leaf::{FORMAT_TAG, FORMAT_VERSION, MAX_KEY, MAX_VALUE};
 pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, INDEX_TYPE};
 
 use ferrite_pm::CrashTarget;

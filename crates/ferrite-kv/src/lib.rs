@@ -1,85 +1,53 @@
 //! The ordered key-value interface every Ferrite index (and every benchmark
-//! baseline) implements. Thread-safe by contract: every method takes `&self`.
+//! baseline) implements: [`OrderedKv`], its [`KvCursor`], atomic
+//! [`WriteBatch`]es, the errors ([`KvError`]) and a crash-recovery [`oracle`]
+//! that checks any implementation against a journal of acknowledged
+//! operations.
+//!
+//! The crate is small on purpose and depends only on `std` and `thiserror`:
+//! a persistent-memory index (`ferrite-index`), a buffer-manager B+-tree or a
+//! replicated store implement the same trait without pulling in each other's
+//! storage layers.
+//!
+//! # Errors: the decision
+//!
+//! [`KvError`] does **not** name `ferrite_pm::PmError` (nor any other storage
+//! layer's error). A storage error travels as [`KvError::Storage`], a boxed
+//! `std::error::Error + Send + Sync` that is displayed transparently (the text is
+//! the storage error's own) and can be recovered by downcasting
+//! ([`KvError::storage_error`]). The alternative, a dependency on `ferrite-pm`
+//! with a `Pm(#[from] PmError)` variant, would make every other implementation
+//! carry the PM layer. The price is that implementations convert explicitly
+//! (`map_err(KvError::storage)`, or a helper of their own) instead of `?`
+//! converting `PmError` implicitly.
+//!
+//! # One spelling of "corrupt"
+//!
+//! Persistent state that fails validation (a malformed entry, a bad pointer, a
+//! cycle, a checksum mismatch of a committed log, …) is always reported as
+//! [`KvError::Corrupt`] `{ object, detail }`, never as a storage error wrapping
+//! the storage layer's own corruption variant and never as free text in
+//! [`KvError::Backend`]. Implementations map their storage layer's corruption
+//! errors to it at their boundary ([`KvError::is_corrupt`] tests for it).
+//!
+//! # Limits
+//!
+//! Every implementation has its own key and value size limits
+//! ([`OrderedKv::limits`]); the default is [`MAX_KEY`] / [`MAX_VALUE`], which
+//! the benchmark baselines share. Oversized keys or values are refused with
+//! [`KvError::KeyTooLarge`] / [`KvError::ValueTooLarge`] ([`check_sizes`]).
 
-/// Longest key accepted by Ferrite indexes, in bytes.
+mod batch;
+mod error;
+pub mod oracle;
+
+pub use batch::{BatchOp, WriteBatch};
+pub use error::{check_sizes, KvError, KvResult};
+
+/// Default longest key, in bytes (see [`OrderedKv::limits`]).
 pub const MAX_KEY: usize = 1024;
-/// Longest value accepted by Ferrite indexes, in bytes.
+/// Default longest value, in bytes (see [`OrderedKv::limits`]).
 pub const MAX_VALUE: usize = 64 * 1024;
-
-/// Errors of key-value operations.
-#[derive(Debug, thiserror::Error)]
-pub enum KvError {
-    #[error("key of {len} bytes exceeds the limit of {max} bytes")]
-    KeyTooLarge { len: usize, max: usize },
-    #[error("value of {len} bytes exceeds the limit of {max} bytes")]
-    ValueTooLarge { len: usize, max: usize },
-    #[error(transparent)]
-    Pm(#[from] ferrite_pm::PmError),
-    #[error("{0}")]
-    Backend(String),
-}
-
-pub type KvResult<T> = Result<T, KvError>;
-
-/// Checks key and value sizes against limits (helper for implementations).
-pub fn check_sizes(
-    key: &[u8],
-    value: Option<&[u8]>,
-    max_key: usize,
-    max_value: usize,
-) -> KvResult<()> {
-    if key.len() > max_key {
-        return Err(KvError::KeyTooLarge {
-            len: key.len(),
-            max: max_key,
-        });
-    }
-    if let Some(v) = value {
-        if v.len() > max_value {
-            return Err(KvError::ValueTooLarge {
-                len: v.len(),
-                max: max_value,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// One operation of an atomic write batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchOp {
-    Put { key: Vec<u8>, value: Vec<u8> },
-    Delete { key: Vec<u8> },
-}
-
-/// Several writes applied all-or-nothing (also across a crash).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteBatch {
-    pub ops: Vec<BatchOp>,
-}
-
-impl WriteBatch {
-    pub fn new() -> Self {
-        Self::default()
-    }
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
-        self.ops.push(BatchOp::Put {
-            key: key.to_vec(),
-            value: value.to_vec(),
-        });
-        self
-    }
-    pub fn delete(&mut self, key: &[u8]) -> &mut Self {
-        self.ops.push(BatchOp::Delete { key: key.to_vec() });
-        self
-    }
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
-    }
-}
 
 /// A bidirectional cursor over keys in ascending byte order. A fresh cursor is
 /// unpositioned; `seek` positions it at the first key >= the target.
@@ -98,9 +66,16 @@ pub trait KvCursor {
 
 /// The ordered key-value interface. Keys and values are byte strings; keys
 /// compare lexicographically (big-endian encoded integers sort numerically).
+/// Thread-safe by contract: every method takes `&self`.
 pub trait OrderedKv: Send + Sync {
     /// Short name used by benchmarks (`ferrite`, `ferrite-dram`, `btreemap`, …).
     fn name(&self) -> &str;
+    /// The longest key and the longest value this implementation accepts, in
+    /// bytes, as `(max_key, max_value)`; longer ones are refused with
+    /// [`KvError::KeyTooLarge`] / [`KvError::ValueTooLarge`].
+    fn limits(&self) -> (usize, usize) {
+        (MAX_KEY, MAX_VALUE)
+    }
     /// Copies the value of `key` into `out` (cleared first); false when absent.
     /// The allocation-free lookup the benchmarks use.
     fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool>;

@@ -1,18 +1,24 @@
-//! The PM leaf format (version [`FORMAT_VERSION`]); `docs/fragments/index-format.md`
+//! The PM leaf layout (format version [`FORMAT_VERSION`]); `docs/FORMAT.md`
 //! describes the same bytes.
 //!
-//! A leaf is [`LINES`] cache lines (256 B, 256-byte aligned). Every line is
-//! self-contained: an 8-byte line header (validity bits, per-slot length codes
-//! and 1-byte fingerprints of its three slots), three 16-byte entries (key word,
-//! value word) and one extra word. Because an entry and the header word that
-//! validates it share a cache line, and x86 makes stores visible in program
-//! order, any image of that line that shows the new header also shows the new
-//! entry: an insert or delete persists with one write-back and one barrier,
-//! in whatever line has room (LB+-Tree's entry moving generalised to every line).
+//! A leaf is [`LINES`] cache lines ([`LEAF_SIZE`] bytes, 256-byte aligned).
+//! Every line is self-contained: an 8-byte line header (validity bits, per-slot
+//! length codes and 1-byte fingerprints of its three slots), three 16-byte
+//! slots (key word, value word) and one extra word. Because an entry and the
+//! header word that validates it share a cache line, and x86 makes stores
+//! visible in program order, any image of that line that shows the new header
+//! also shows the new entry: an insert or delete persists with one write-back
+//! and one barrier, in whatever line has room (LB+-Tree's entry moving
+//! generalised to every line). What goes into the slots is [`super::entry`].
 //!
 //! Extra words: line 0 holds the next-leaf offset, line 1 the volatile version
 //! lock (reset on open), line 2 the pending-move word of the rare cross-line
 //! update, the last line the leaf magic.
+//!
+//! Invariants relied on: a [`Leaf`] is only built from the offset of a
+//! [`LEAF_SIZE`] block of the index (allocated by it, or validated by recovery:
+//! alignment, bounds, magic), so every word access is in bounds and aligned;
+//! the fingerprint function and every constant here are part of the format.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +26,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const FORMAT_VERSION: u64 = 1;
 /// Root word 2 of an index object: identifies the format.
 pub const FORMAT_TAG: u64 = 0x4645_4958_0000_0000 | FORMAT_VERSION; // "FEIX" + version
+
+/// Longest key the index accepts, in bytes. Part of the format: recovery and
+/// the batch log's decoder reject longer lengths as corrupt.
+pub const MAX_KEY: usize = 1024;
+/// Longest value the index accepts, in bytes (format, as [`MAX_KEY`]).
+pub const MAX_VALUE: usize = 64 * 1024;
 
 /// Cache lines per leaf.
 pub const LINES: usize = 8;
@@ -120,6 +132,7 @@ pub fn vcode(d: u8) -> u8 {
 /// Slots of a line whose fingerprint equals `fp` and that are valid: the three
 /// fingerprint bytes are compared at once (SWAR: SIMD within a 64-bit register).
 #[inline]
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))] // x86-64 uses SSE2 (and tests this)
 pub fn match_fp(h: u64, fp: u8) -> u32 {
     let x = ((h >> 32) as u32) ^ (fp as u32 * 0x0001_0101);
     let t = !(((x & 0x007f_7f7f) + 0x007f_7f7f) | x | 0x007f_7f7f) & 0x0080_8080;
@@ -327,6 +340,15 @@ impl Leaf {
         }
         m
     }
+}
+
+/// Zeroes a fresh leaf and sets its next pointer and magic (not written back).
+pub fn init_leaf(lf: Leaf, next: u64) {
+    for i in 0..LINES * LINE_WORDS {
+        lf.w(i).store(0, Ordering::Relaxed);
+    }
+    lf.w(W_NEXT).store(next, Ordering::Relaxed);
+    lf.w(W_MAGIC).store(LEAF_MAGIC, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -1,0 +1,282 @@
+//! Entries in a leaf's slots and their out-of-line blocks (part of the format).
+//!
+//! A *narrow* entry (key of at most 8 bytes) takes one slot: key word (the key's
+//! bytes, big-endian, zero-padded) and value word. A *wide* entry (longer key)
+//! takes two adjacent slots of one line: the first holds the key's bytes 0..8
+//! and bytes 8..16 (or, for keys longer than 16 bytes, the offset of an
+//! out-of-line copy of the whole key), the second (a continuation) the key
+//! length and the value word. A value of at most 8 bytes is stored in its word
+//! ([`pack_inline`]), a longer one in an out-of-line block whose offset the word
+//! holds. An out-of-line block is an 8-byte length followed by the bytes.
+//!
+//! Invariants relied on: an entry's words are written before the header bits
+//! that validate it, and both lie in one cache line ([`write_entry`] leaves the
+//! header store to the caller); a block is written back (and fenced by the
+//! caller) before an entry publishes it, and is immutable while reachable;
+//! readers decode entries optimistically, so [`read_raw`] and [`ool_bytes`]
+//! reject anything implausible instead of trusting it.
+
+use ferrite_kv::KvResult;
+use ferrite_pm::{Heap, Pool};
+
+use super::layout::*;
+use crate::error::pm;
+use crate::inner::prefix_of;
+
+/// An encoded value: the slot word and its length code.
+#[derive(Clone, Copy)]
+pub(crate) struct Enc {
+    pub(crate) word: u64,
+    pub(crate) code: u8,
+}
+
+impl Enc {
+    pub(crate) fn ool(&self) -> bool {
+        self.code == CODE_OOL
+    }
+}
+
+/// An entry as stored: narrow (key of at most 8 bytes, one slot) or wide (two
+/// adjacent slots of one line, see [`KCODE_WIDE`]).
+#[derive(Clone, Copy)]
+pub(crate) struct Raw {
+    /// First slot.
+    pub(crate) slot: usize,
+    /// Descriptor of the first slot (key code, value code).
+    pub(crate) d: u8,
+    pub(crate) fp: u8,
+    /// Key bytes 0..8, big-endian, zero-padded.
+    pub(crate) kw: u64,
+    /// Wide keys: bytes 8..16, or the offset of the whole key when it is longer
+    /// than 16 bytes.
+    pub(crate) k2: u64,
+    pub(crate) klen: u32,
+    pub(crate) vw: u64,
+}
+
+impl Raw {
+    #[inline]
+    pub(crate) fn wide(&self) -> bool {
+        kcode(self.d) == KCODE_WIDE
+    }
+    #[inline]
+    pub(crate) fn key_ool(&self) -> bool {
+        self.klen as usize > WIDE_INLINE_MAX
+    }
+    #[inline]
+    pub(crate) fn val_ool(&self) -> bool {
+        vcode(self.d) == CODE_OOL
+    }
+    /// Slot holding the value word.
+    #[inline]
+    pub(crate) fn vslot(&self) -> usize {
+        if self.wide() {
+            self.slot + 1
+        } else {
+            self.slot
+        }
+    }
+    /// Comparison words: (bytes 0..8, bytes 8..16, length); equal words and both
+    /// lengths above 16 need the full keys.
+    #[inline]
+    pub(crate) fn sort_words(&self, second: u64) -> (u64, u64, u32) {
+        (self.kw, second, self.klen)
+    }
+}
+
+/// The entry whose first slot is `slot` under headers `h`; None for a
+/// continuation slot, a torn optimistic read or corruption.
+#[inline]
+pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    let d = hdr_desc(h[l], s);
+    let (kc, vc) = (kcode(d), vcode(d));
+    if vc as usize > INLINE_MAX && vc != CODE_OOL {
+        return None;
+    }
+    let fp = hdr_fp(h[l], s);
+    if kc as usize <= INLINE_MAX {
+        return Some(Raw {
+            slot,
+            d,
+            fp,
+            kw: lf.key_word(slot),
+            k2: 0,
+            klen: kc as u32,
+            vw: lf.val_word(slot),
+        });
+    }
+    if kc != KCODE_WIDE
+        || s + 1 >= PER_LINE
+        || hdr_valid(h[l]) & (2 << s) == 0
+        || hdr_desc(h[l], s + 1) != DESC_CONT
+    {
+        return None;
+    }
+    let klen = lf.key_word(slot + 1);
+    if klen <= INLINE_MAX as u64 || klen > MAX_KEY as u64 {
+        return None;
+    }
+    Some(Raw {
+        slot,
+        d,
+        fp,
+        kw: lf.key_word(slot),
+        k2: lf.val_word(slot),
+        klen: klen as u32,
+        vw: lf.val_word(slot + 1),
+    })
+}
+
+/// Writes entry `r` at `slot` (its words, then its header bits into `h`; the
+/// caller stores the header afterwards, so the line never shows the bits
+/// without the words).
+pub(crate) fn write_entry(lf: Leaf, h: &mut [u64; LINES], slot: usize, r: &Raw) {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    lf.set_key_word(slot, r.kw);
+    if r.wide() {
+        lf.set_val_word(slot, r.k2);
+        lf.set_key_word(slot + 1, r.klen as u64);
+        lf.set_val_word(slot + 1, r.vw);
+        h[l] = hdr_set(hdr_set(h[l], s, r.d, r.fp), s + 1, DESC_CONT, r.fp);
+    } else {
+        lf.set_val_word(slot, r.vw);
+        h[l] = hdr_set(h[l], s, r.d, r.fp);
+    }
+}
+
+/// True when valid slot `slot` starts an entry (is not a continuation).
+#[inline]
+pub(crate) fn is_primary(h: &[u64; LINES], slot: usize) -> bool {
+    let (l, s) = (slot / PER_LINE, slot % PER_LINE);
+    hdr_valid(h[l]) & (1 << s) != 0 && hdr_desc(h[l], s) != DESC_CONT
+}
+
+/// Byte order of two keys given by their comparison words; `fa`, `fb` are the
+/// full keys, read only when both are longer than 16 bytes.
+#[inline]
+pub(crate) fn cmp_words(
+    a: (u64, u64, u32),
+    b: (u64, u64, u32),
+    fa: &[u8],
+    fb: &[u8],
+) -> std::cmp::Ordering {
+    (a.0, a.1).cmp(&(b.0, b.1)).then_with(|| {
+        if a.2 as usize > WIDE_INLINE_MAX && b.2 as usize > WIDE_INLINE_MAX {
+            fa.get(16..).unwrap_or(&[]).cmp(fb.get(16..).unwrap_or(&[]))
+        } else {
+            a.2.cmp(&b.2)
+        }
+    })
+}
+
+#[inline]
+pub(crate) fn key_words(k: &[u8]) -> (u64, u64, u32) {
+    (prefix_of(k), suffix_of(k), k.len() as u32)
+}
+
+pub(crate) fn ool_bytes(pool: &Pool, off: u64) -> Option<&[u8]> {
+    if off & 7 != 0 || !pool.contains(off, 8) {
+        return None;
+    }
+    // SAFETY: in bounds and aligned (checked).
+    let len = unsafe { std::ptr::read(pool.at(off, 8) as *const u64) };
+    if len > MAX_VALUE.max(MAX_KEY) as u64 || !pool.contains(off + 8, len as usize) {
+        return None;
+    }
+    // SAFETY: in bounds (checked); blocks are immutable while reachable, and the
+    // epoch keeps retired ones intact while a reader can still see them.
+    Some(unsafe { std::slice::from_raw_parts(pool.at(off + 8, len as usize), len as usize) })
+}
+
+/// Where the index's out-of-line blocks come from: its pool and heap, and
+/// whether blocks are written back (not in volatile mode).
+#[derive(Clone, Copy)]
+pub(crate) struct Blocks<'a> {
+    pub(crate) pool: &'a Pool,
+    pub(crate) heap: &'a Heap,
+    pub(crate) durable: bool,
+}
+
+impl Blocks<'_> {
+    #[inline]
+    fn flush(&self, p: *const u8, len: usize) {
+        if self.durable {
+            self.pool.flush(p, len);
+        }
+    }
+
+    /// Writes `bytes` to a new out-of-line block and flushes it (no fence).
+    pub(crate) fn write_block(&self, bytes: &[u8]) -> KvResult<u64> {
+        let off = self.heap.alloc(8 + bytes.len()).map_err(pm)?;
+        let p = self.pool.at(off, 8 + bytes.len());
+        // SAFETY: p..p+8+len is the freshly allocated block, unreachable by others.
+        unsafe {
+            std::ptr::write(p as *mut u64, bytes.len() as u64);
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(8), bytes.len());
+        }
+        self.flush(p, 8 + bytes.len());
+        Ok(off)
+    }
+
+    pub(crate) fn encode_value(&self, v: &[u8]) -> KvResult<Enc> {
+        if v.len() <= INLINE_MAX {
+            Ok(Enc {
+                word: pack_inline(v),
+                code: v.len() as u8,
+            })
+        } else {
+            Ok(Enc {
+                word: self.write_block(v)?,
+                code: CODE_OOL,
+            })
+        }
+    }
+
+    /// A new entry for `key` and `value` (blocks written and flushed, not fenced).
+    pub(crate) fn encode_entry(&self, key: &[u8], value: &[u8], fp: u8) -> KvResult<Raw> {
+        let (kw, klen) = (prefix_of(key), key.len() as u32);
+        let (kcode_, k2) = if key.len() <= INLINE_MAX {
+            (key.len() as u8, 0)
+        } else if key.len() <= WIDE_INLINE_MAX {
+            (KCODE_WIDE, suffix_of(key))
+        } else {
+            (KCODE_WIDE, self.write_block(key)?)
+        };
+        let ve = match self.encode_value(value) {
+            Ok(v) => v,
+            Err(e) => {
+                if key.len() > WIDE_INLINE_MAX {
+                    self.discard(&[k2]);
+                }
+                return Err(e);
+            }
+        };
+        Ok(Raw {
+            slot: usize::MAX,
+            d: desc(kcode_, ve.code),
+            fp,
+            kw,
+            k2,
+            klen,
+            vw: ve.word,
+        })
+    }
+
+    /// Frees blocks of an entry that was never published.
+    pub(crate) fn discard_entry(&self, r: &Raw) {
+        if r.key_ool() {
+            self.discard(&[r.k2]);
+        }
+        if r.val_ool() {
+            self.discard(&[r.vw]);
+        }
+    }
+
+    /// Frees blocks that were never published.
+    pub(crate) fn discard(&self, offs: &[u64]) {
+        for &o in offs {
+            let _ = self.heap.free(o);
+        }
+    }
+}

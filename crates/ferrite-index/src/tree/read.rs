@@ -1,0 +1,223 @@
+//! The read path: point lookups, and the consistent snapshot of one leaf that
+//! scans, cursors, splits and checks build on (with the decoding of its
+//! entries' keys and values and their sorting by key).
+//!
+//! Invariants relied on: readers never write shared memory; a leaf's words are
+//! trusted only after its version lock validates (`vlock`), and an out-of-line
+//! block is dereferenced only for words of a validated version, while the
+//! reader's epoch keeps it from being freed; a negative lookup also validates
+//! the route (`Route::still_valid`), so a concurrent split cannot hide a key.
+
+use crossbeam_epoch as epoch;
+use ferrite_kv::{check_sizes, KvResult};
+
+use super::FerriteIndex;
+use crate::inner::SearchKey;
+use crate::leaf::*;
+use crate::{MAX_KEY, MAX_VALUE};
+
+/// Result of [`FerriteIndex::snapshot_narrow`].
+pub(super) enum Narrow {
+    /// Every entry inline; the next leaf's offset.
+    Done(u64),
+    /// Some entry is wide or out of line: use the general snapshot.
+    Mixed,
+    /// Obsolete or changed meanwhile: restart.
+    Retry,
+}
+
+impl FerriteIndex {
+    pub(super) fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        let sk = SearchKey::new(key);
+        let fp = fingerprint(key);
+        let g = epoch::pin();
+        'retry: loop {
+            let rt = self.inner.route(&sk, true, false, &g);
+            let lf = self.leaf(rt.leaf);
+            let Some(v) = self.read_begin(lf) else {
+                continue;
+            };
+            let h = lf.hdrs();
+            let mut m = match_leaf(&h, fp);
+            let mut hit = None;
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                m &= m - 1;
+                // A continuation slot or a torn read: skip (validated below).
+                let Some(r) = read_raw(lf, &h, slot) else {
+                    continue;
+                };
+                // The inline prefix is checked before any dereference.
+                if r.klen != sk.len || r.kw != sk.prefix {
+                    continue;
+                }
+                let eq = if !r.wide() {
+                    true
+                } else if !r.key_ool() {
+                    r.k2 == suffix_of(key)
+                } else {
+                    // Dereference only words of a consistent version: the block
+                    // is then live until our epoch ends.
+                    if !self.validate(lf, v) {
+                        continue 'retry;
+                    }
+                    self.ool(r.k2).is_some_and(|b| b == key)
+                };
+                if eq {
+                    hit = Some(r);
+                    break;
+                }
+            }
+            // The leaf's version was taken before these checks: a validated
+            // route means no split moved the key out of this leaf before we read
+            // it (see `Route::still_valid`).
+            let Some(r) = hit else {
+                if self.validate(lf, v) && rt.still_valid() {
+                    return Ok(false);
+                }
+                continue;
+            };
+            if !self.validate(lf, v) || !rt.still_valid() {
+                continue;
+            }
+            out.clear();
+            let vc = vcode(r.d) as usize;
+            if vc <= INLINE_MAX {
+                out.extend_from_slice(&r.vw.to_le_bytes()[..vc]);
+            } else {
+                match self.ool(r.vw) {
+                    Some(b) => out.extend_from_slice(b),
+                    None => continue,
+                }
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Entries of a leaf at a consistent version when every key and value is
+    /// inline (at most 8 bytes), as (sort word, value word): the sort word packs
+    /// key word, key length, value length and slot, so sorting it sorts by key
+    /// (keys of a leaf are distinct). Cheaper than [`Self::snapshot`] for the
+    /// 8-byte keys scans see most.
+    pub(super) fn snapshot_narrow(&self, lf: Leaf, out: &mut Vec<(u128, u64)>) -> Narrow {
+        let Some(v) = self.read_begin(lf) else {
+            return Narrow::Retry;
+        };
+        out.clear();
+        let h = lf.hdrs();
+        for (l, &hl) in h.iter().enumerate() {
+            let mut valid = hdr_valid(hl);
+            while valid != 0 {
+                let s = valid.trailing_zeros() as usize;
+                valid &= valid - 1;
+                let d = hdr_desc(hl, s);
+                let (kc, vc) = (kcode(d), vcode(d));
+                if kc as usize > INLINE_MAX || vc as usize > INLINE_MAX {
+                    // Wide, out-of-line or torn: the general path decides.
+                    return Narrow::Mixed;
+                }
+                let slot = l * PER_LINE + s;
+                let w = (u128::from(lf.key_word(slot)) << 64)
+                    | (u128::from(kc) << 16)
+                    | (u128::from(vc) << 8)
+                    | slot as u128;
+                out.push((w, lf.val_word(slot)));
+            }
+        }
+        let next = lf.next();
+        if self.validate(lf, v) {
+            Narrow::Done(next)
+        } else {
+            Narrow::Retry
+        }
+    }
+
+    /// Valid entries of a leaf at a consistent version (None: retry).
+    pub(super) fn snapshot(&self, lf: Leaf, out: &mut Vec<Raw>) -> Option<u64> {
+        let v = self.read_begin(lf)?;
+        out.clear();
+        let h = lf.hdrs();
+        for slot in 0..SLOTS {
+            if is_primary(&h, slot) {
+                if let Some(r) = read_raw(lf, &h, slot) {
+                    out.push(r);
+                }
+            }
+        }
+        let next = lf.next();
+        self.validate(lf, v).then_some(next)
+    }
+
+    /// Key bytes of a validated entry; `buf` holds inline bytes.
+    #[inline]
+    pub(super) fn raw_key<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 16]) -> Option<&'a [u8]> {
+        if r.key_ool() {
+            let b = self.ool(r.k2)?;
+            return (b.len() == r.klen as usize).then_some(b);
+        }
+        buf[..8].copy_from_slice(&r.kw.to_be_bytes());
+        buf[8..].copy_from_slice(&r.k2.to_be_bytes());
+        Some(&buf[..r.klen as usize])
+    }
+
+    pub(super) fn raw_value<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 8]) -> Option<&'a [u8]> {
+        let vc = vcode(r.d) as usize;
+        if vc <= INLINE_MAX {
+            *buf = r.vw.to_le_bytes();
+            Some(&buf[..vc])
+        } else {
+            self.ool(r.vw)
+        }
+    }
+
+    /// Comparison words of a validated entry.
+    #[inline]
+    pub(super) fn raw_words(&self, r: &Raw) -> Option<(u64, u64, u32)> {
+        let second = if !r.wide() {
+            0
+        } else if !r.key_ool() {
+            r.k2
+        } else {
+            suffix_of(self.ool(r.k2)?)
+        };
+        Some(r.sort_words(second))
+    }
+
+    /// Full key of an entry longer than 16 bytes (for ties of comparison words).
+    #[inline]
+    pub(super) fn long_key(&self, r: &Raw) -> &[u8] {
+        if r.key_ool() {
+            self.ool(r.k2).unwrap_or(&[])
+        } else {
+            &[]
+        }
+    }
+
+    /// Sorts validated raw entries by key into `order` as (words, index).
+    pub(super) fn sort_raw(
+        &self,
+        raws: &[Raw],
+        order: &mut Vec<((u64, u64, u32), usize)>,
+    ) -> Option<()> {
+        order.clear();
+        let mut any_long = false;
+        for (i, r) in raws.iter().enumerate() {
+            any_long |= r.key_ool();
+            order.push((self.raw_words(r)?, i));
+        }
+        if !any_long {
+            order.sort_unstable_by_key(|o| o.0);
+            return Some(());
+        }
+        order.sort_unstable_by(|a, b| {
+            cmp_words(
+                a.0,
+                b.0,
+                self.long_key(&raws[a.1]),
+                self.long_key(&raws[b.1]),
+            )
+        });
+        Some(())
+    }
+}

@@ -1,0 +1,267 @@
+//! The write path for one key: locate and lock its leaf, then insert (one
+//! persist barrier, plus one when out-of-line blocks are written first),
+//! update in place or across slots (`update_slot`), or delete (one barrier),
+//! handing over to [`super::smo`] for splits, merges and unlinks.
+//!
+//! Invariants relied on: a writer holds the leaf's lock and validated the route
+//! after taking it, so the key belongs to that leaf while it is locked; entry
+//! words are written before the line header that validates them, in the same
+//! cache line; out-of-line blocks are durable before the entry publishes them;
+//! a cross-line update goes through the pending-move word, which recovery
+//! completes; replaced and removed blocks are retired, never freed at once.
+
+use std::sync::atomic::Ordering;
+
+use crossbeam_epoch::{self as epoch, Guard};
+use ferrite_kv::{check_sizes, KvResult};
+
+use super::smo::MERGE_TRIGGER;
+use super::{FerriteIndex, Locked};
+use crate::inner::SearchKey;
+use crate::leaf::*;
+use crate::{MAX_KEY, MAX_VALUE};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum PutMode {
+    Insert,
+    Update,
+    Upsert,
+}
+
+pub(super) enum UpdateOutcome {
+    Done,
+    NeedSplit,
+}
+
+impl FerriteIndex {
+    /// Locks the leaf whose range holds `sk`. Validating the route after the
+    /// lock is taken makes the leaf the right one at that moment, and its range
+    /// cannot change while it is locked (a split, removal or merge of it needs
+    /// its lock, a removal or merge of its successor needs it as the locked
+    /// predecessor).
+    pub(super) fn lock_for(&self, sk: &SearchKey<'_>, g: &Guard) -> Locked {
+        loop {
+            let rt = self.inner.route(sk, true, false, g);
+            if let Some(l) = self.lock(self.leaf(rt.leaf)) {
+                if rt.still_valid() {
+                    return l;
+                }
+            }
+        }
+    }
+
+    /// Whether entry `r` holds `sk`; the caller holds the leaf lock (or has
+    /// validated the entry's words: an out-of-line key is dereferenced).
+    #[inline]
+    pub(super) fn raw_eq(&self, r: &Raw, sk: &SearchKey<'_>) -> bool {
+        if r.klen != sk.len || r.kw != sk.prefix {
+            return false;
+        }
+        if !r.wide() {
+            true
+        } else if !r.key_ool() {
+            r.k2 == suffix_of(sk.bytes)
+        } else {
+            self.ool(r.k2).is_some_and(|b| b == sk.bytes)
+        }
+    }
+
+    /// The entry of `sk` in a leaf the caller has locked.
+    pub(super) fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<Raw> {
+        let h = lf.hdrs();
+        let mut m = match_leaf(&h, fp);
+        while m != 0 {
+            let slot = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(r) = read_raw(lf, &h, slot) {
+                if self.raw_eq(&r, sk) {
+                    return Some(r);
+                }
+            }
+        }
+        None
+    }
+
+    pub(super) fn put(&self, key: &[u8], value: &[u8], mode: PutMode) -> KvResult<bool> {
+        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
+        self.drain_reclaim();
+        let sk = SearchKey::new(key);
+        let fp = fingerprint(key);
+        let g = epoch::pin();
+        loop {
+            let mut lk = self.lock_for(&sk, &g);
+            let lf = lk.lf;
+            match self.find_locked(lf, &sk, fp) {
+                Some(r) => {
+                    if mode == PutMode::Insert {
+                        return Ok(false);
+                    }
+                    match self.update_slot(lf, r, value, &mut lk, &g)? {
+                        UpdateOutcome::Done => return Ok(mode == PutMode::Update),
+                        UpdateOutcome::NeedSplit => {
+                            self.split(&mut lk, None, &g)?;
+                        }
+                    }
+                }
+                None => {
+                    if mode == PutMode::Update {
+                        return Ok(false);
+                    }
+                    let e = self.blocks().encode_entry(key, value, fp)?;
+                    if e.key_ool() || e.val_ool() {
+                        // Blocks are durable before the entry that publishes them.
+                        self.fence();
+                    }
+                    if let Err(err) = self.insert_entry(&mut lk, &e, &g) {
+                        self.blocks().discard_entry(&e);
+                        return Err(err);
+                    }
+                    self.count_add(1);
+                    return Ok(true);
+                }
+            }
+        }
+    }
+
+    /// Inserts a new entry into the locked leaf (whose range holds its key),
+    /// splitting it when there is no room.
+    pub(super) fn insert_entry(&self, lk: &mut Locked, e: &Raw, g: &Guard) -> KvResult<()> {
+        let lf = lk.lf;
+        loop {
+            let mut h = lf.hdrs();
+            if let Some(slot) = find_space(&h, e.wide()) {
+                let l = slot / PER_LINE;
+                write_entry(lf, &mut h, slot, e);
+                lf.set_hdr(l, h[l]);
+                self.flush_line(lf, l);
+                self.fence();
+                lk.dirty = true;
+                return Ok(());
+            }
+            // The split places the entry unless it belongs in this leaf and no
+            // room opened up for it here; then try again (still locked, the key
+            // still belongs here).
+            if self.split(lk, Some(*e), g)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Replaces the value of entry `r` in the locked leaf.
+    pub(super) fn update_slot(
+        &self,
+        lf: Leaf,
+        r: Raw,
+        value: &[u8],
+        lk: &mut Locked,
+        g: &Guard,
+    ) -> KvResult<UpdateOutcome> {
+        let l = r.slot / PER_LINE;
+        let old_vc = vcode(r.d);
+        let ne = self.blocks().encode_value(value)?;
+        if ne.code == old_vc && !ne.ool() {
+            // Same inline length: one atomic 8-byte store.
+            lf.set_val_word(r.vslot(), ne.word);
+            self.flush_line(lf, l);
+            self.fence();
+            lk.dirty = true;
+            return Ok(UpdateOutcome::Done);
+        }
+        if ne.ool() {
+            self.fence();
+        }
+        if ne.ool() && old_vc == CODE_OOL {
+            lf.set_val_word(r.vslot(), ne.word);
+            self.flush_line(lf, l);
+            self.fence();
+            lk.dirty = true;
+            self.free_later(r.vw, g);
+            return Ok(UpdateOutcome::Done);
+        }
+        // The length code changes: write the entry anew into free slots, then
+        // switch validity.
+        let mut nr = r;
+        nr.d = desc(kcode(r.d), ne.code);
+        nr.vw = ne.word;
+        let mut h = lf.hdrs();
+        let mut line_only = [u64::MAX; LINES];
+        line_only[l] = h[l];
+        if let Some(ns) = find_space(&line_only, r.wide()) {
+            // Same line: one header store flips both entries.
+            write_entry(lf, &mut h, ns, &nr);
+            clear_entry(&mut h, r.slot, r.wide());
+            lf.set_hdr(l, h[l]);
+            self.flush_line(lf, l);
+            self.fence();
+        } else {
+            // Another line: a pending-move word makes the switch recoverable.
+            let Some(ns) = find_space(&h, r.wide()) else {
+                if ne.ool() {
+                    self.blocks().discard(&[ne.word]);
+                }
+                return Ok(UpdateOutcome::NeedSplit);
+            };
+            let nl_ = ns / PER_LINE;
+            lf.w(W_PENDING).store(
+                PENDING_MARK | r.slot as u64 | (ns as u64) << 8,
+                Ordering::Release,
+            );
+            self.flush_line(lf, W_PENDING / LINE_WORDS);
+            self.fence();
+            write_entry(lf, &mut h, ns, &nr);
+            lf.set_hdr(nl_, h[nl_]);
+            self.flush_line(lf, nl_);
+            self.fence();
+            clear_entry(&mut h, r.slot, r.wide());
+            lf.set_hdr(l, h[l]);
+            self.flush_line(lf, l);
+            self.fence();
+            lf.w(W_PENDING).store(0, Ordering::Release);
+            self.flush_line(lf, W_PENDING / LINE_WORDS);
+            self.fence();
+        }
+        lk.dirty = true;
+        if old_vc == CODE_OOL {
+            self.free_later(r.vw, g);
+        }
+        Ok(UpdateOutcome::Done)
+    }
+
+    pub(super) fn delete(&self, key: &[u8]) -> KvResult<bool> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        self.drain_reclaim();
+        let sk = SearchKey::new(key);
+        let fp = fingerprint(key);
+        let g = epoch::pin();
+        let mut lk = self.lock_for(&sk, &g);
+        let lf = lk.lf;
+        let Some(r) = self.find_locked(lf, &sk, fp) else {
+            return Ok(false);
+        };
+        let l = r.slot / PER_LINE;
+        let mut h = lf.hdrs();
+        clear_entry(&mut h, r.slot, r.wide());
+        lf.set_hdr(l, h[l]);
+        self.flush_line(lf, l);
+        self.fence();
+        lk.dirty = true;
+        self.count_add(-1);
+        if r.key_ool() {
+            self.free_later(r.k2, &g);
+        }
+        if r.val_ool() {
+            self.free_later(r.vw, &g);
+        }
+        let used = lf.valid_mask().count_ones() as usize;
+        if lf.off != self.head && used == 0 {
+            self.unlink_empty(&mut lk, &sk, &g);
+        } else if used != 0
+            && used <= MERGE_TRIGGER
+            && self.merging.load(Ordering::Relaxed)
+            && !self.merge_right(&mut lk, &g)
+        {
+            self.merge_left(&mut lk, &sk, &g);
+        }
+        Ok(true)
+    }
+}
