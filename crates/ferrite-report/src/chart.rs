@@ -123,8 +123,8 @@ fn nice_max(v: f64) -> f64 {
 /// A y axis: maps values to pixels and says where its ticks go.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum YAxis {
-    /// 0 ..= max.
-    Linear { max: f64 },
+    /// 0 ..= max, a tick every `step` (max is a multiple of it).
+    Linear { max: f64, step: f64 },
     /// 10^lo ..= 10^hi, log-spaced.
     Log { lo: f64, hi: f64 },
 }
@@ -133,7 +133,10 @@ impl YAxis {
     fn fit(ys: &[f64], log: bool) -> YAxis {
         let max = ys.iter().cloned().fold(0.0, f64::max);
         if !log {
-            return YAxis::Linear { max: nice_max(max) };
+            // Three to five ticks of a round step, the top one just above the data.
+            let step = nice_max(max / 5.0);
+            let max = ((max / step).ceil() * step).max(step);
+            return YAxis::Linear { max, step };
         }
         let pos: Vec<f64> = ys.iter().cloned().filter(|y| *y > 0.0).collect();
         if pos.is_empty() {
@@ -152,14 +155,17 @@ impl YAxis {
     /// Fraction of the plot height (0 = bottom) of value `y`.
     fn frac(&self, y: f64) -> f64 {
         match *self {
-            YAxis::Linear { max } => y / max,
+            YAxis::Linear { max, .. } => y / max,
             YAxis::Log { lo, hi } => (y.max(1e-300).log10() - lo) / (hi - lo),
         }
     }
 
     fn ticks(&self) -> Vec<f64> {
         match *self {
-            YAxis::Linear { max } => (0..=5).map(|i| max * i as f64 / 5.0).collect(),
+            YAxis::Linear { max, step } => {
+                let n = (max / step).round() as usize;
+                (0..=n).map(|i| step * i as f64).collect()
+            }
             YAxis::Log { lo, hi } => {
                 let mut v = Vec::new();
                 let mults: &[f64] = if hi - lo <= 2.0 {
@@ -258,6 +264,11 @@ pub fn fmt_ns(ns: f64) -> String {
     } else {
         format!("{v:.1} {unit}")
     }
+}
+
+/// [`fmt_ns`] for axis ticks: `1 µs`, not `1.0 µs`.
+pub fn fmt_ns_tick(ns: f64) -> String {
+    fmt_ns(ns).replace(".0 ", " ")
 }
 
 fn legend(svg: &mut String, items: &[(String, &str, bool)]) {
@@ -442,7 +453,7 @@ pub fn bar_chart(
         false,
     );
     let y_max = match y {
-        YAxis::Linear { max } => max,
+        YAxis::Linear { max, .. } => max,
         YAxis::Log { .. } => unreachable!("bar charts are linear"),
     };
     let mut svg = String::new();
@@ -535,6 +546,21 @@ mod tests {
     }
 
     #[test]
+    fn a_linear_axis_ends_just_above_the_data() {
+        assert_eq!(
+            YAxis::fit(&[2.67, 1.0], false),
+            YAxis::Linear {
+                max: 3.0,
+                step: 1.0
+            }
+        );
+        let y = YAxis::fit(&[101.0], false);
+        assert_eq!(y.ticks().last().copied(), Some(125.0));
+        assert!(y.frac(101.0) <= 1.0);
+        assert_eq!(YAxis::fit(&[], false).ticks(), vec![0.0, 1.0]);
+    }
+
+    #[test]
     fn a_log_axis_spans_the_decades_of_the_data() {
         let y = YAxis::fit(&[420.0, 950.0, 2_000.0, 30_000.0], true);
         assert_eq!(y, YAxis::Log { lo: 2.0, hi: 5.0 });
@@ -561,10 +587,10 @@ mod tests {
         ];
         let mut c = LineChart::new("t", "x", "y");
         c.log_y = true;
-        c.y_format = Some(&fmt_ns);
+        c.y_format = Some(&fmt_ns_tick);
         c.x_ticks = Some(vec![(0.0, "p50".into()), (1.0, "p99".into())]);
         let svg = c.draw(&s);
-        assert!(svg.contains(">100 ns<") && svg.contains(">10 µs<"));
+        assert!(svg.contains(">100 ns<") && svg.contains(">10 µs<") && svg.contains(">1 µs<"));
         assert!(svg.contains(">p99<"));
         assert!(svg.contains("stroke-dasharray"));
         assert!(svg.contains(index_color("ferrite").unwrap()));

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 
-use ferrite_report::chart::{self, fmt_ns, LineChart, Series};
+use ferrite_report::chart::{self, fmt_ns, fmt_ns_tick, LineChart, Series};
 use ferrite_report::{BenchResult, Report};
 use serde_json::json;
 
@@ -610,10 +610,13 @@ pub fn latency_chart(r: &Report, threads: usize) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    let title = format!("Latency percentiles, {threads} thread(s): lookup solid, insert dashed");
+    let title = format!(
+        "Latency percentiles, {threads} thread{}: lookup solid, insert dashed",
+        if threads == 1 { "" } else { "s" }
+    );
     let mut c = LineChart::new(&title, "percentile", "latency (log scale)");
     c.log_y = true;
-    c.y_format = Some(&fmt_ns);
+    c.y_format = Some(&fmt_ns_tick);
     c.x_ticks = Some(
         keys.iter()
             .map(|(_, q, l)| (nines(*q), l.to_string()))
@@ -835,13 +838,19 @@ fn workload_lines(c: &IndexBenchConfig, jobs: &[Job], dist: Distribution) -> Vec
 /// Wraps `text` to `width` columns, every line indented by `indent` and
 /// continuation lines by two more.
 fn wrap(text: &str, indent: usize, width: usize) -> Vec<String> {
+    wrap_hanging(text, indent, indent + 2, width)
+}
+
+/// Wraps `text` to `width` columns: the first line indented by `first`, the
+/// others by `rest`.
+fn wrap_hanging(text: &str, first: usize, rest: usize, width: usize) -> Vec<String> {
     let mut out = Vec::new();
-    let mut line = " ".repeat(indent);
+    let mut line = " ".repeat(first);
     let mut empty = true;
     for w in text.split(' ') {
         if !empty && line.chars().count() + 1 + w.chars().count() > width {
             out.push(line);
-            line = " ".repeat(indent + 2);
+            line = " ".repeat(rest);
             empty = true;
         }
         if !empty {
@@ -932,15 +941,10 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
     out.push_str("\nIndexes, and what a completed operation survives\n");
     let nw = run.indexes.iter().map(|i| i.name.len()).max().unwrap_or(0);
     for i in &run.indexes {
-        let l = format!("{:<nw$}  {}: {}", i.name, i.label, i.contract);
-        for (n, w) in wrap(&l, 2, TEXT_WIDTH).into_iter().enumerate() {
-            if n == 0 {
-                out.push_str(&w);
-            } else {
-                // Continuation lines line up with the description.
-                out.push_str(&" ".repeat(nw + 2));
-                out.push_str(&w);
-            }
+        let l = format!("{:<nw$}  {} — {}", i.name, i.label, i.contract);
+        // Continuation lines line up with the description.
+        for w in wrap_hanging(&l, 2, nw + 4, TEXT_WIDTH) {
+            out.push_str(&w);
             out.push('\n');
         }
     }
@@ -987,8 +991,12 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
             }
         }
     }
-    out.push_str("\nResults: million operations per second (wall clock; on-CPU = per second a worker ran),\n");
-    out.push_str("latency percentiles, persist barriers per operation\n");
+    out.push_str(
+        "\nResults (Mops/s = million operations per second, wall clock; on-CPU = per second a worker was\n",
+    );
+    out.push_str(
+        "running; p50, p99, p99.9 = latency percentiles; fences/op = persist barriers per operation)\n",
+    );
     out.push_str(&table(&head, &rows, 2));
     if stopped {
         out.push_str("* stopped by --max-seconds: throughput over the operations done\n");
@@ -1051,24 +1059,32 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
         out.push('\n');
     }
     if let Some(p) = paths {
-        let mut charts = format!(
-            "charts: {} (throughput), {} (on-CPU)",
-            p.chart.display(),
-            p.chart_cpu.display()
+        let name = |f: &Path| {
+            f.file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        };
+        let dir = p
+            .json
+            .parent()
+            .map_or(String::new(), |d| d.display().to_string());
+        let mut l = format!(
+            "charts in {dir}/: {} (throughput), {} (on-CPU)",
+            name(&p.chart),
+            name(&p.chart_cpu)
         );
-        if let Some(l) = &p.chart_latency {
-            let _ = write!(charts, ", {} (latency)", l.display());
+        if let Some(lat) = &p.chart_latency {
+            let _ = write!(l, ", {} (latency)", name(lat));
         }
-        for l in wrap(&charts, 0, TEXT_WIDTH) {
-            out.push_str(&l);
+        let _ = write!(
+            l,
+            "; every metric: {} (table), {} (JSON)",
+            name(&p.markdown),
+            name(&p.json)
+        );
+        for w in wrap(&l, 0, TEXT_WIDTH) {
+            out.push_str(&w);
             out.push('\n');
         }
-        let _ = writeln!(
-            out,
-            "every metric: {} (table), {} (JSON)",
-            p.markdown.display(),
-            p.json.display()
-        );
     }
     out
 }

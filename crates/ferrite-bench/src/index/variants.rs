@@ -39,7 +39,7 @@ pub fn default_compare(key_len: usize, value_size: usize) -> Vec<String> {
 }
 
 /// What a volatile variant's completed operation survives.
-const VOLATILE: &str = "volatile: nothing survives the process";
+const VOLATILE: &str = "volatile, nothing survives the process";
 
 /// A pool's durability as a one-line contract.
 fn pool_contract(d: ferrite_pm::Durability) -> &'static str {
@@ -236,7 +236,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             let k2 = kv.clone();
             let contract = match mode {
                 RedbMode::Immediate => format!(
-                    "fsync per commit, power-fail safe on a real disk (here the file is in {})",
+                    "fsync per commit, power-fail safe on a real disk (here in {})",
                     cfg.pool_dir.display()
                 ),
                 RedbMode::None => "no fsync: not crash-safe until a later durable commit".into(),
@@ -245,7 +245,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 kv,
                 name: name.into(),
                 durability,
-                label: "redb 2, a write transaction per operation".into(),
+                label: "redb 2, a transaction per write".into(),
                 contract,
                 load_batch: cfg.redb_load_batch.max(1),
                 memory: Box::new(move || MemoryReport {
@@ -328,7 +328,7 @@ fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
     );
     let i2 = idx.clone();
     let where_ = if temporary {
-        format!("a pool in {}", cfg.pool_dir.display())
+        format!("pool in {}", cfg.pool_dir.display())
     } else {
         format!("pool {}", path.display())
     };
