@@ -1,17 +1,42 @@
-//! PiBench-methodology benchmarking for Ferrite's ordered key-value indexes:
-//! workload generation ([`workload`]), the load/run driver ([`runner`]), the
-//! baselines measured beside Ferrite ([`baselines`]) and the named variants
-//! `ferrite bench` compares ([`variants`]).
+//! Every benchmark of Ferrite, by part, behind `ferrite bench …`:
+//!
+//! * [`pm`]: the PM layer (`persist`, `alloc`, `memory`).
+//! * [`pmio`]: the PM I/O primitives (`log`, `page`, `inplace`, `interleave`).
+//! * [`index`]: the PiBench-methodology index benchmark (the default `ferrite
+//!   bench`): workload generation, the load/run driver, the baselines, the
+//!   named variants and the suite that builds the report.
+//! * [`elf`]: the Elf papers' experiments (`elf`).
+//! * [`env`]: the one `environment` record every report carries.
+//!
+//! The library crates depend on nothing here; this crate depends on them. The
+//! `ferrite` command only parses arguments and prints.
 
-pub mod baselines;
-pub mod runner;
-pub mod variants;
-pub mod workload;
+pub mod elf;
+pub mod env;
+pub mod index;
+pub mod pm;
+pub mod pmio;
 
-pub use baselines::{BTreeMapKv, RedbKv};
-pub use runner::{load, run, LoadStats, Percentiles, RunSpec, RunStats};
-pub use variants::{open_variant, Instance, MemoryReport, RedbMode, VariantConfig, VARIANTS};
-pub use workload::{Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
+// The index benchmark's modules under their earlier paths (the PiBench adapter
+// and scripts use them).
+pub use index::{baselines, runner, variants, workload};
+
+pub use index::baselines::{BTreeMapKv, RedbKv, U64MapKv};
+pub use index::runner::{load, run, LoadStats, Percentiles, RunSpec, RunStats};
+pub use index::variants::{
+    open_variant, Instance, MemoryReport, RedbMode, VariantConfig, VARIANTS,
+};
+pub use index::workload::{Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
+
+use ferrite_report::Report;
+
+/// What a benchmark produced: the report, its main chart and the extra metrics
+/// its table shows.
+pub struct BenchOutput {
+    pub report: Report,
+    pub svg: String,
+    pub extra_cols: Vec<&'static str>,
+}
 
 /// Errors of the benchmark harness.
 #[derive(Debug, thiserror::Error)]
@@ -26,6 +51,10 @@ pub enum BenchError {
     Kv(#[from] ferrite_index::KvError),
     #[error(transparent)]
     Pm(#[from] ferrite_pm::PmError),
+    #[error(transparent)]
+    Pmio(#[from] ferrite_pmio::PmioError),
+    #[error(transparent)]
+    Elf(#[from] ferrite_elf::ElfError),
     #[error("I/O on {path}: {source}")]
     Io {
         path: String,
@@ -34,6 +63,27 @@ pub enum BenchError {
     },
     #[error("{0}")]
     Check(String),
+    /// What was being done when `source` happened (`opening index redb`, …).
+    #[error("{what}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<BenchError>,
+    },
+}
+
+/// Adds what was being done to an error, as `anyhow`'s `with_context` does.
+pub trait Context<T> {
+    fn context_with(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: Into<BenchError>> Context<T> for std::result::Result<T, E> {
+    fn context_with(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| BenchError::Context {
+            what: what(),
+            source: Box::new(e.into()),
+        })
+    }
 }
 
 pub type Result<T> = std::result::Result<T, BenchError>;

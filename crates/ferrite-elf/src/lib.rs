@@ -9,7 +9,6 @@
 //!   and merge.
 //! * [`table`]: CSV loading with order-preserving dictionaries.
 
-pub mod bench;
 pub mod build;
 pub mod cache;
 pub mod crash;

@@ -10,8 +10,10 @@
 //!   recovered by tracing from the structure's roots).
 //! * [`crash`]: the crash simulator's test driver, used by every persistent
 //!   structure of Ferrite.
+//! * [`clock`]: thread CPU time, for code that measures its own cost.
 
 pub mod buf;
+pub mod clock;
 pub mod crash;
 pub mod error;
 pub mod heap;

@@ -9,9 +9,10 @@
 //! * [`interleave`]: many independent persists sharing one fence
 //!   ([`interleave::PersistBatch`] and a tiny executor of async tasks).
 //! * [`crash`]: crash-simulator targets `log`, `page`, `inplace`.
-//! * [`bench`]: the benchmarks behind `ferrite bench log|page|inplace|interleave`.
+//!
+//! The benchmarks behind `ferrite bench log|page|inplace|interleave` live in
+//! the `ferrite-bench` crate.
 
-pub mod bench;
 pub mod crash;
 pub mod error;
 pub mod inplace;

@@ -566,7 +566,7 @@ pub fn calibrate(pool: &Pool, name: &str, page_size: usize, rounds: usize) -> Re
         for l in 0..d {
             mask.set(l * lines / d.max(1));
         }
-        let t = crate::bench::CpuTimer::start();
+        let t = ferrite_pm::clock::CpuTimer::start();
         for i in 0..rounds {
             s.write((i % pages) as u64, &page, &mask, m)?;
         }

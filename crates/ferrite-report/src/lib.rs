@@ -2,10 +2,13 @@
 //! table and dependency-free SVG charts.
 //!
 //! `--json` prints one [`Report`]: `{"suite": …, "command": …, "environment": {…},
-//! "results": [{"bench", "variant", "param", "threads", "mops", "p50_ns", "p99_ns", …}]}`.
+//! "results": [{"bench", "variant", "param", "threads", "mops", "p50_ns", "p99_ns", …}]}`,
+//! where `environment` is one [`Environment`] record for every suite.
 
 pub mod chart;
-pub mod timing;
+pub mod env;
+
+pub use env::{Environment, LatencyInjection};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -74,8 +77,9 @@ pub struct Report {
     pub suite: String,
     /// The exact command line that produced the report.
     pub command: String,
-    /// Machine and settings: flush instruction, latency injection, pool device, …
-    pub environment: BTreeMap<String, Value>,
+    /// Machine and settings: CPU, flush instruction, pool durability, build, …
+    #[serde(default)]
+    pub environment: Environment,
     pub results: Vec<BenchResult>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -193,8 +197,10 @@ impl Report {
         std::fs::create_dir_all(dir)?;
         std::fs::write(dir.join(format!("{stem}.json")), self.to_json())?;
         let md = format!(
-            "Command: `{}`\n\n{}",
+            "Command: `{}`\n\nMachine: {}\n\nBuild: {}\n\n{}",
             self.command,
+            self.environment.summary(),
+            self.environment.build_line(),
             self.markdown(extra_cols)
         );
         std::fs::write(dir.join(format!("{stem}.md")), md)?;
@@ -212,6 +218,7 @@ impl Report {
             for n in &self.notes {
                 println!("note: {n}");
             }
+            println!("machine: {}", self.environment.summary());
             if let Some(c) = chart {
                 println!("chart: {}", c.display());
             }
@@ -237,7 +244,7 @@ impl Report {
         map.into_iter()
             .map(|(name, mut points)| {
                 points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                chart::Series { name, points }
+                chart::Series::new(name, points)
             })
             .collect()
     }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use ferrite_elf::bench::BenchConfig;
+use ferrite_bench::elf::BenchConfig;
 use ferrite_elf::store::{CreateOptions, ElfStore};
 use ferrite_elf::table::{ColumnKind, CsvOptions};
 use ferrite_elf::{ElfError, Table, Variant};
@@ -142,7 +142,7 @@ pub struct ElfBenchArgs {
     #[arg(long, default_value = "scripts/tpch/duckdb_baseline.py")]
     pub duckdb_script: PathBuf,
     #[command(flatten)]
-    pub io: super::pmbench::BenchIo,
+    pub io: super::bench::BenchIo,
 }
 
 /// Keeps a pool error visible to the exit-code logic (2 = missing/bad pool).
@@ -417,7 +417,7 @@ pub fn run_bench(a: ElfBenchArgs) -> Result<i32> {
         out: a.io.out.clone(),
     };
     let quiet = a.io.json;
-    let (mut report, charts) = ferrite_elf::bench::run(&cfg, &mut |m| {
+    let (mut report, charts) = ferrite_bench::elf::run(&cfg, &mut |m| {
         if !quiet {
             eprintln!("[elf] {m}");
         }

@@ -1,12 +1,11 @@
 //! One module per command family. `pool`, `crash` and `demo` belong to the PM
-//! layer; `bench` is the PiBench-style index benchmark and dispatches the other
-//! benchmark families; `pmio` and `elf` belong to their crates' commands.
+//! layer; `bench` parses the benchmark commands (the PiBench-style index
+//! benchmark and the PM-layer ones) and dispatches the others to `pmio` and
+//! `elf`; every measurement is in the `ferrite-bench` crate.
 
 pub mod bench;
 pub mod crash;
 pub mod demo;
 pub mod elf;
-pub mod membench;
-pub mod pmbench;
 pub mod pmio;
 pub mod pool;

@@ -1,12 +1,12 @@
 //! `ferrite bench log|page|inplace|interleave` (PM I/O primitives). The
-//! measurements live in `ferrite_pmio::bench`; this is the command-line layer.
+//! measurements live in `ferrite_bench::pmio`; this is the command-line layer.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
+use ferrite_bench::pmio::{self as bench, BenchOpts};
 use ferrite_pm::persist;
-use ferrite_pmio::bench::{self, BenchOpts};
 
 #[derive(Args, Debug)]
 pub struct PmioBenchArgs {
@@ -69,7 +69,7 @@ pub fn run_bench(which: &str, a: PmioBenchArgs) -> Result<i32> {
         reps: a.reps,
         threads: a.threads,
     };
-    let out = bench::run(which, &opts)?;
+    let out = bench::run(which, &opts).map_err(|e| super::bench::lift(e.into()))?;
     let path = out
         .report
         .write_outputs(&a.out, &stem, &out.extra_cols, &out.svg)?;

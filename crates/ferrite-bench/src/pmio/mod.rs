@@ -1,5 +1,6 @@
-//! Benchmarks reproducing the thesis's figures as ratios on this machine:
-//! `log` (Fig. 8), `page` (Fig. 7), `inplace` (Fig. 10), `interleave` (Fig. 12).
+//! PM I/O benchmarks (`ferrite bench log|page|inplace|interleave`), reproducing
+//! the thesis's figures as ratios on this machine: `log` (Fig. 8), `page`
+//! (Fig. 7), `inplace` (Fig. 10), `interleave` (Fig. 12).
 //!
 //! Every cell runs single-threaded on a pool file (normally in `/dev/shm`) and
 //! reports Mops/s beside the hardware-independent costs: persist barriers and
@@ -8,17 +9,18 @@
 use std::cell::Cell;
 use std::path::PathBuf;
 
+use ferrite_pm::clock::CpuTimer;
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{persist, Pool, TempPool};
+use ferrite_pmio::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
+use ferrite_pmio::interleave::{prefetch, Interleaver};
+use ferrite_pmio::log::{Log, LogConfig, LogKind, PmLog};
+use ferrite_pmio::page::{calibrate, DirtyMask, Method, PageStore, PageStoreConfig};
+use ferrite_pmio::{PmioError, Result};
 use ferrite_report::chart::{self, Series};
 use ferrite_report::{BenchResult, Report};
 
-use crate::error::{PmioError, Result};
-use crate::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
-use crate::interleave::{prefetch, Interleaver};
-use crate::log::{Log, LogConfig, LogKind, PmLog};
-use crate::page::{calibrate, DirtyMask, Method, PageStore, PageStoreConfig};
-use crate::region::{rd, wr};
+use crate::{env, BenchOutput};
 
 /// Settings shared by the benchmark families.
 #[derive(Debug, Clone)]
@@ -33,13 +35,6 @@ pub struct BenchOpts {
     pub reps: usize,
     /// Threads for the multi-threaded page propagation cells (1 = none).
     pub threads: usize,
-}
-
-/// What a benchmark produced: the report, its chart and the extra table columns.
-pub struct BenchOutput {
-    pub report: Report,
-    pub svg: String,
-    pub extra_cols: Vec<&'static str>,
 }
 
 /// The results side by side: one row per (bench, param), one Mops/s column per
@@ -81,35 +76,6 @@ pub fn pivot(r: &Report) -> String {
     }
     out
 }
-
-fn environment(r: &mut Report, pool: &Pool) {
-    let (f, l) = persist::latency_injection();
-    r.environment
-        .insert("durability".into(), pool.durability().name().into());
-    r.environment
-        .insert("flush".into(), pool.flush_kind().name().into());
-    r.environment
-        .insert("latency_injection_fence_ns".into(), f.into());
-    r.environment
-        .insert("latency_injection_line_ns".into(), l.into());
-    r.environment
-        .insert("timing".into(), "thread CPU time, median of reps".into());
-    if f != 0 || l != 0 {
-        r.notes.push(format!(
-            "LATENCY INJECTION ON: +{f} ns per fence, +{l} ns per flushed line"
-        ));
-    }
-    let rep = persist::repeat_line_injection();
-    r.environment
-        .insert("latency_injection_repeat_line_ns".into(), rep.into());
-    if rep != 0 {
-        r.notes.push(format!(
-            "REPEATED-LINE INJECTION ON: +{rep} ns when a line is written back again within three barriers (models Optane)"
-        ));
-    }
-}
-
-pub use ferrite_report::timing::CpuTimer;
 
 /// Mops/s, fences/op, flushed lines/op, non-temporal bytes/op.
 /// (Mops/s, fences, flushed lines, nt bytes, repeated-line write-backs) per op.
@@ -196,8 +162,10 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
     let seg = ops as usize * LogKind::Classic.entry_bytes(true, max) + 4096;
     let tp = TempPool::create(&o.pool_dir, "log", 2 * seg as u64 + (64 << 20))?;
     let pool = tp.pool();
-    let mut r = Report::new("log");
-    environment(&mut r, pool);
+    let mut r = env::report("log", &o.pool_dir);
+    r.environment
+        .suite
+        .insert("timing".into(), "thread CPU time, median of reps".into());
     for padded in [false, true] {
         let bench = if padded { "padded" } else { "unpadded" };
         for kind in LogKind::ALL {
@@ -281,6 +249,7 @@ fn bench_log(o: &BenchOpts) -> Result<BenchOutput> {
         &r.series_by_param(|x| !x.bench.starts_with("group")),
         false,
     );
+    env::finish(&mut r);
     Ok(BenchOutput {
         report: r,
         svg,
@@ -311,8 +280,10 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
         ((pages + 80) * (page_size + 64)) as u64 + (64 << 20),
     )?;
     let pool = tp.pool();
-    let mut r = Report::new("page");
-    environment(&mut r, pool);
+    let mut r = env::report("page", &o.pool_dir);
+    r.environment
+        .suite
+        .insert("timing".into(), "thread CPU time, median of reps".into());
     let model = calibrate(pool, "calibration", page_size, 2000)?;
     pool.delete_object("calibration")?;
     let mut st = PageStore::open_or_create(
@@ -382,7 +353,9 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
         drop(st);
         page_threads(o, pool, &mut r, &dirty, ops, page_size)?;
     }
-    r.environment.insert("page_bytes".into(), page_size.into());
+    r.environment
+        .suite
+        .insert("page_bytes".into(), page_size.into());
     let series: Vec<Series> = r
         .series_by_param(|x| x.threads == 1)
         .into_iter()
@@ -398,6 +371,7 @@ fn bench_page(o: &BenchOpts) -> Result<BenchOutput> {
         &series,
         true,
     );
+    env::finish(&mut r);
     Ok(BenchOutput {
         report: r,
         svg,
@@ -525,8 +499,10 @@ fn bench_inplace(o: &BenchOpts) -> Result<BenchOutput> {
         (count * 192 + 2 * log_seg) as u64 + (64 << 20),
     )?;
     let pool = tp.pool();
-    let mut r = Report::new("inplace");
-    environment(&mut r, pool);
+    let mut r = env::report("inplace", &o.pool_dir);
+    r.environment
+        .suite
+        .insert("timing".into(), "thread CPU time, median of reps".into());
     let mut sink = 0u64;
     for &vs in &sizes {
         for method in InplaceMethod::ALL {
@@ -608,6 +584,7 @@ fn bench_inplace(o: &BenchOpts) -> Result<BenchOutput> {
         &series,
         true,
     );
+    env::finish(&mut r);
     Ok(BenchOutput {
         report: r,
         svg,
@@ -621,6 +598,26 @@ fn bench_inplace(o: &BenchOpts) -> Result<BenchOutput> {
 /// fingerprints, 32 key/value pairs; 576 bytes, line-aligned.
 const LEAF: usize = 576;
 const KV: usize = 64;
+
+/// Reads an 8-byte word of the leaves' region.
+///
+/// # Safety
+/// `p` must be 8-byte aligned and inside a live mapping.
+#[inline(always)]
+unsafe fn rd(p: *const u8) -> u64 {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { std::ptr::read_volatile(p as *const u64) }
+}
+
+/// Writes an 8-byte word of the leaves' region.
+///
+/// # Safety
+/// `p` must be 8-byte aligned and inside a live mapping.
+#[inline(always)]
+unsafe fn wr(p: *mut u8, v: u64) {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { std::ptr::write_volatile(p as *mut u64, v) }
+}
 
 struct Leaves<'p> {
     pool: &'p Pool,
@@ -732,8 +729,10 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
         n,
         claimed: (0..n).map(|_| Cell::new(0)).collect(),
     };
-    let mut r = Report::new("interleave");
-    environment(&mut r, pool);
+    let mut r = env::report("interleave", &o.pool_dir);
+    r.environment
+        .suite
+        .insert("timing".into(), "thread CPU time, median of reps".into());
     let groups: Vec<usize> = if o.quick {
         vec![1, 4, 16]
     } else {
@@ -880,17 +879,12 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
         "operations in flight",
         "speedup over plain code",
         &[
-            Series {
-                name: "insert".into(),
-                points: ins_pts,
-            },
-            Series {
-                name: "lookup".into(),
-                points: look_pts,
-            },
+            Series::new("insert", ins_pts),
+            Series::new("lookup", look_pts),
         ],
         false,
     );
+    env::finish(&mut r);
     Ok(BenchOutput {
         report: r,
         svg,

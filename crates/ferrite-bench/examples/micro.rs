@@ -1,6 +1,6 @@
 //! Quick single-process micro-benchmark of the index (not the official numbers:
 //! those come from `ferrite bench`). Usage:
-//! `cargo run --release -p ferrite-index --example micro -- [records] [ops] [threads]`
+//! `cargo run --release -p ferrite-bench --example micro -- [records] [ops] [threads]`
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;

@@ -7,10 +7,11 @@ use std::sync::{mpsc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use ferrite_index::{OrderedKv, WriteBatch};
+use ferrite_pm::clock::thread_cpu_secs;
 use ferrite_pm::persist::{self, PersistStats};
 
-use crate::workload::{IdGen, KeyCodec, Op, OpMix, Rng};
-use crate::{BenchError, Distribution, Result};
+use crate::index::workload::{Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
+use crate::{BenchError, Result};
 
 /// What the load phase did.
 #[derive(Debug, Clone, Default)]
@@ -248,8 +249,6 @@ struct WorkerOut {
     cpu: f64,
 }
 
-use ferrite_report::timing::thread_cpu_secs;
-
 /// Runs `spec` against a store holding ids `0..key_space`. Inserts take fresh ids
 /// from `next_fresh` (shared across runs, so later runs never re-insert).
 pub fn run(
@@ -437,7 +436,7 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::BTreeMapKv;
+    use crate::index::baselines::BTreeMapKv;
 
     fn spec(mix: OpMix, ops: u64, threads: usize) -> RunSpec {
         RunSpec {

@@ -1,6 +1,8 @@
 //! Baselines measured beside Ferrite's index on identical workloads:
 //! a `BTreeMap` behind one `RwLock` (what a Rust program uses when nothing has to
-//! survive), and redb, a durable embedded B-tree store a Rust user would pick.
+//! survive), its `u64`-keyed form for 8-byte keys and values (no allocation per
+//! entry, the fastest thing a Rust program could use there), and redb, a durable
+//! embedded B-tree store a Rust user would pick.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -188,6 +190,198 @@ impl KvCursor for MapCursor<'_> {
             None => last_before(&self.kv.read(), Bound::Unbounded),
         };
         self.land(e)
+    }
+}
+
+/// `RwLock<BTreeMap<u64, u64>>`: volatile, for 8-byte keys and values only.
+/// Keys are big-endian (byte order = numeric order, as the benchmark's keys);
+/// values are stored as the 8 bytes they are. Other sizes are errors.
+#[derive(Default)]
+pub struct U64MapKv {
+    map: RwLock<BTreeMap<u64, u64>>,
+}
+
+/// What the map's type is, for reports.
+pub const U64_MAP_LABEL: &str = "RwLock<BTreeMap<u64, u64>>";
+/// What [`BTreeMapKv`]'s type is, for reports.
+pub const BTREEMAP_LABEL: &str = "RwLock<BTreeMap<Vec<u8>, Vec<u8>>>";
+
+fn u64_key(key: &[u8]) -> KvResult<u64> {
+    let k: [u8; 8] = key.try_into().map_err(|_| {
+        KvError::Backend(format!(
+            "btreemap-u64 takes 8-byte keys, got {} bytes",
+            key.len()
+        ))
+    })?;
+    Ok(u64::from_be_bytes(k))
+}
+
+fn u64_value(value: &[u8]) -> KvResult<u64> {
+    let v: [u8; 8] = value.try_into().map_err(|_| {
+        KvError::Backend(format!(
+            "btreemap-u64 takes 8-byte values, got {} bytes",
+            value.len()
+        ))
+    })?;
+    Ok(u64::from_le_bytes(v))
+}
+
+fn u64_entry((k, v): (&u64, &u64)) -> Entry {
+    (k.to_be_bytes().to_vec(), v.to_le_bytes().to_vec())
+}
+
+impl U64MapKv {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<u64, u64>> {
+        // Every mutation is one BTreeMap call: a poisoned lock is still consistent.
+        self.map.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<u64, u64>> {
+        self.map.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl OrderedKv for U64MapKv {
+    fn name(&self) -> &str {
+        "btreemap-u64"
+    }
+
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+        let k = u64_key(key)?;
+        out.clear();
+        match self.read().get(&k) {
+            Some(v) => {
+                out.extend_from_slice(&v.to_le_bytes());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn insert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        let (k, v) = (u64_key(key)?, u64_value(value)?);
+        let mut m = self.write();
+        if m.contains_key(&k) {
+            return Ok(false);
+        }
+        m.insert(k, v);
+        Ok(true)
+    }
+
+    fn update(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        let (k, v) = (u64_key(key)?, u64_value(value)?);
+        match self.write().get_mut(&k) {
+            Some(x) => {
+                *x = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn upsert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        let (k, v) = (u64_key(key)?, u64_value(value)?);
+        Ok(self.write().insert(k, v).is_none())
+    }
+
+    fn remove(&self, key: &[u8]) -> KvResult<bool> {
+        let k = u64_key(key)?;
+        Ok(self.write().remove(&k).is_some())
+    }
+
+    fn count(&self) -> usize {
+        self.read().len()
+    }
+
+    fn scan(&self, start: &[u8], n: usize, f: &mut dyn FnMut(&[u8], &[u8])) -> KvResult<usize> {
+        let k = u64_key(start)?;
+        let m = self.read();
+        let mut seen = 0;
+        for (k, v) in m.range(k..).take(n) {
+            f(&k.to_be_bytes(), &v.to_le_bytes());
+            seen += 1;
+        }
+        Ok(seen)
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> KvResult<()> {
+        let mut ops = Vec::with_capacity(batch.ops.len());
+        for op in &batch.ops {
+            ops.push(match op {
+                BatchOp::Put { key, value } => (u64_key(key)?, Some(u64_value(value)?)),
+                BatchOp::Delete { key } => (u64_key(key)?, None),
+            });
+        }
+        let mut m = self.write();
+        for (k, v) in ops {
+            match v {
+                Some(v) => {
+                    m.insert(k, v);
+                }
+                None => {
+                    m.remove(&k);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn cursor(&self) -> KvResult<Box<dyn KvCursor + '_>> {
+        Ok(Box::new(U64Cursor {
+            kv: self,
+            pos: None,
+        }))
+    }
+}
+
+/// Cursor over live data, re-searching from the current key at every step.
+struct U64Cursor<'a> {
+    kv: &'a U64MapKv,
+    pos: Option<u64>,
+}
+
+impl U64Cursor<'_> {
+    fn land(&mut self, e: Option<(&u64, &u64)>) -> Option<Entry> {
+        let e = e?;
+        self.pos = Some(*e.0);
+        Some(u64_entry(e))
+    }
+}
+
+impl KvCursor for U64Cursor<'_> {
+    fn seek(&mut self, key: &[u8]) -> KvResult<Option<Entry>> {
+        let k = u64_key(key)?;
+        let m = self.kv.read();
+        self.pos = None;
+        Ok(self.land(m.range(k..).next()))
+    }
+    fn first(&mut self) -> KvResult<Option<Entry>> {
+        let m = self.kv.read();
+        Ok(self.land(m.iter().next()))
+    }
+    fn last(&mut self) -> KvResult<Option<Entry>> {
+        let m = self.kv.read();
+        Ok(self.land(m.iter().next_back()))
+    }
+    fn next(&mut self) -> KvResult<Option<Entry>> {
+        let m = self.kv.read();
+        let e = match self.pos {
+            Some(p) => m.range((Bound::Excluded(p), Bound::Unbounded)).next(),
+            None => m.iter().next(),
+        };
+        Ok(self.land(e))
+    }
+    fn prev(&mut self) -> KvResult<Option<Entry>> {
+        let m = self.kv.read();
+        let e = match self.pos {
+            Some(p) => m.range(..p).next_back(),
+            None => m.iter().next_back(),
+        };
+        Ok(self.land(e))
     }
 }
 
@@ -549,6 +743,109 @@ mod tests {
             drop(kv);
             let _ = std::fs::remove_file(&path);
         }
+    }
+
+    /// 8-byte keys and values only, so the oracle's commands map ids to 8-byte keys.
+    fn check_u64(cmds: &[Cmd]) {
+        let kv = U64MapKv::new();
+        let key8 = |k: u8| (k as u64 * 0x0101_0101_0101).to_be_bytes().to_vec();
+        let val8 = |v: u8, x: u8| vec![v, x, 0, 0, 0, 0, 0, 7];
+        let mut m: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for c in cmds {
+            match c {
+                Cmd::Insert(k, v) => {
+                    let new = !m.contains_key(&key8(*k));
+                    if new {
+                        m.insert(key8(*k), val8(*v, 0));
+                    }
+                    assert_eq!(kv.insert(&key8(*k), &val8(*v, 0)).unwrap(), new);
+                }
+                Cmd::Update(k, v) => {
+                    let had = m.contains_key(&key8(*k));
+                    if had {
+                        m.insert(key8(*k), val8(*v, 1));
+                    }
+                    assert_eq!(kv.update(&key8(*k), &val8(*v, 1)).unwrap(), had);
+                }
+                Cmd::Upsert(k, v) => {
+                    let new = m.insert(key8(*k), val8(*v, 2)).is_none();
+                    assert_eq!(kv.upsert(&key8(*k), &val8(*v, 2)).unwrap(), new);
+                }
+                Cmd::Remove(k) => {
+                    assert_eq!(kv.remove(&key8(*k)).unwrap(), m.remove(&key8(*k)).is_some())
+                }
+                Cmd::Get(k) => assert_eq!(kv.get(&key8(*k)).unwrap(), m.get(&key8(*k)).cloned()),
+                Cmd::Scan(k, n) => {
+                    let mut got = Vec::new();
+                    let c = kv
+                        .scan(&key8(*k), *n as usize, &mut |a, b| {
+                            got.push((a.to_vec(), b.to_vec()))
+                        })
+                        .unwrap();
+                    let want: Vec<_> = m
+                        .range(key8(*k)..)
+                        .take(*n as usize)
+                        .map(|(a, b)| (a.clone(), b.clone()))
+                        .collect();
+                    assert_eq!(c, want.len());
+                    assert_eq!(got, want);
+                }
+                Cmd::Batch(ops) => {
+                    let mut b = WriteBatch::new();
+                    for (k, v) in ops {
+                        match v {
+                            Some(v) => {
+                                b.put(&key8(*k), &val8(*v, 3));
+                                m.insert(key8(*k), val8(*v, 3));
+                            }
+                            None => {
+                                b.delete(&key8(*k));
+                                m.remove(&key8(*k));
+                            }
+                        }
+                    }
+                    kv.write_batch(&b).unwrap();
+                }
+                Cmd::Walk(k, fwd) => {
+                    let mut cur = kv.cursor().unwrap();
+                    let mut got = Vec::new();
+                    let mut e = cur.seek(&key8(*k)).unwrap();
+                    while let Some((a, _)) = e {
+                        got.push(a);
+                        e = if *fwd { cur.next() } else { cur.prev() }.unwrap();
+                    }
+                    let first = m.range(key8(*k)..).next().map(|(a, _)| a.clone());
+                    let want: Vec<Vec<u8>> = match first {
+                        None => vec![],
+                        Some(f) if *fwd => m.range(f..).map(|(a, _)| a.clone()).collect(),
+                        Some(f) => m.range(..=f).rev().map(|(a, _)| a.clone()).collect(),
+                    };
+                    assert_eq!(got, want);
+                }
+            }
+            assert_eq!(kv.count(), m.len());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn u64_map_matches_oracle(cmds in proptest::collection::vec(cmd(), 1..80)) {
+            check_u64(&cmds);
+        }
+    }
+
+    #[test]
+    fn u64_map_refuses_other_sizes() {
+        let kv = U64MapKv::new();
+        assert!(kv.insert(b"short", &[0; 8]).is_err());
+        assert!(kv.insert(&[0; 8], b"short").is_err());
+        let mut b = WriteBatch::new();
+        b.put(&[1; 8], &[1; 8]).put(b"bad", &[1; 8]);
+        assert!(kv.write_batch(&b).is_err());
+        assert_eq!(kv.count(), 0, "a rejected batch changes nothing");
+        assert!(kv.insert(&[0; 8], &[9; 8]).unwrap());
+        assert_eq!(kv.get(&[0; 8]).unwrap(), Some(vec![9; 8]));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The papers' experiments, as ratios on this machine (`ferrite bench elf`).
+//! The Elf papers' experiments, as ratios on this machine (`ferrite bench elf`).
 //!
 //! Every measured cell becomes a [`BenchResult`] (`mops` = million queries, or
 //! rows for builds, per second) with `ns_per_query` and the hardware-independent
@@ -8,18 +8,18 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use ferrite_elf::build::build;
+use ferrite_elf::query::{Query, QueryStats};
+use ferrite_elf::store::{CreateOptions, ElfStore};
+use ferrite_elf::table::{ColumnKind, CsvOptions, Table};
+use ferrite_elf::{DynSpec, Elf, ElfError, Policy, Result, Variant};
+use ferrite_pm::clock::{thread_cpu_ns, CpuTimer};
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::{persist, TempPool};
 use ferrite_report::{chart, BenchResult, Report};
 use serde_json::json;
 
-use crate::build::build;
-use crate::elf::{DynSpec, Elf, Variant};
-use crate::error::{ElfError, Result};
-use crate::query::{Query, QueryStats};
-use crate::store::{CreateOptions, ElfStore};
-use crate::table::{ColumnKind, CsvOptions, Table};
-use crate::Policy;
+use crate::env;
 
 /// What to run and at which scale.
 #[derive(Debug, Clone)]
@@ -158,9 +158,6 @@ pub fn make_queries(cols: &[Vec<u32>], kind: Kind, n: usize, seed: u64) -> Vec<Q
         .collect()
 }
 
-pub use ferrite_report::timing::thread_cpu_ns;
-use ferrite_report::timing::CpuTimer;
-
 /// Time per query of a query set (after one warm-up pass), with costs.
 pub struct Measured {
     /// Thread CPU time per query.
@@ -259,15 +256,16 @@ fn pool_size_for(words: usize) -> u64 {
 
 /// Runs the configured experiments.
 pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Charts)> {
-    let mut r = Report::new("elf");
     let mut charts: Charts = Vec::new();
     persist::set_latency_injection(0, 0);
-    r.environment.insert("rows".into(), json!(cfg.rows));
-    r.environment.insert("cols".into(), json!(cfg.cols));
-    r.environment.insert("card".into(), json!(cfg.card));
-    r.environment.insert("zipf_theta".into(), json!(0.5));
-    r.environment
-        .insert("pm_read_ns_per_line".into(), json!(cfg.read_ns));
+    let mut r = env::report("elf", &cfg.pool_dir);
+    r.environment.latency_injection_ns.pm_read_line = cfg.read_ns;
+    let suite = &mut r.environment.suite;
+    suite.insert("rows".into(), json!(cfg.rows));
+    suite.insert("cols".into(), json!(cfg.cols));
+    suite.insert("card".into(), json!(cfg.card));
+    suite.insert("zipf_theta".into(), json!(0.5));
+    suite.insert("pm_read_ns_per_line".into(), json!(cfg.read_ns));
     if cfg.read_ns > 0 {
         r.notes.push(format!(
             "PM READ LATENCY MODEL ON: +{} ns per base-array cache line read by PM variants",
@@ -479,10 +477,7 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
                     pts.push((x as f64, ratio));
                 }
                 log(&format!("static levels done for {}", k.name()));
-                series.push(chart::Series {
-                    name: k.name(),
-                    points: pts,
-                });
+                series.push(chart::Series::new(k.name(), pts));
             }
             charts.push((
                 "elf-static".into(),
@@ -524,13 +519,13 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
                     cell(&format!("dynamic-{}", k.name()), "pm-nocache", None, &ms[1])
                         .with("vs_dram", pm_ratio),
                 );
-                let mut series = vec![chart::Series {
-                    name: "pm (no cache)".into(),
-                    points: budgets
+                let mut series = vec![chart::Series::new(
+                    "pm (no cache)",
+                    budgets
                         .iter()
                         .map(|b| (*b as f64 / total as f64 * 100.0, pm_ratio))
                         .collect(),
-                }];
+                )];
                 for p in Policy::ALL {
                     let mut pts = Vec::new();
                     for (i, &(lp, b)) in labels.iter().enumerate() {
@@ -554,10 +549,7 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
                         );
                         pts.push((pct, ratio));
                     }
-                    series.push(chart::Series {
-                        name: p.name().into(),
-                        points: pts,
-                    });
+                    series.push(chart::Series::new(p.name(), pts));
                 }
                 log(&format!("dynamic policies done for {}", k.name()));
                 charts.push((
@@ -620,10 +612,7 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
                         next += slice;
                     }
                 }
-                series.push(chart::Series {
-                    name: v.name(),
-                    points: pts,
-                });
+                series.push(chart::Series::new(v.name(), pts));
             }
             log("warm-up curves done");
             charts.push((
@@ -645,6 +634,7 @@ pub fn run(cfg: &BenchConfig, log: &mut dyn FnMut(&str)) -> Result<(Report, Char
     if want("tpch") {
         tpch(cfg, &mut r, &mut charts, log)?;
     }
+    env::finish(&mut r);
     Ok((r, charts))
 }
 

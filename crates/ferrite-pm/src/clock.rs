@@ -1,6 +1,7 @@
-//! Thread CPU time: on a machine shared with other jobs it leaves out the time
-//! the benchmark thread was not running, which wall-clock time would charge to
-//! whatever it was measuring.
+//! Thread CPU time, for code that measures its own cost (the page store's
+//! cost-model calibration, benchmarks). On a machine shared with other jobs it
+//! leaves out the time the thread was not running, which wall-clock time would
+//! charge to whatever it was measuring.
 
 /// CPU time of the calling thread in nanoseconds (0 if the clock fails).
 pub fn thread_cpu_ns() -> u64 {

@@ -7,14 +7,52 @@ use std::sync::Arc;
 use ferrite_index::{FerriteIndex, OrderedKv};
 use ferrite_pm::{Pool, PoolOptions};
 
-use crate::baselines::{BTreeMapKv, RedbKv};
+use crate::index::baselines::{BTreeMapKv, RedbKv, U64MapKv, BTREEMAP_LABEL, U64_MAP_LABEL};
 use crate::{BenchError, Result};
 
 /// Every variant name `--index` / `--compare` accept.
-pub const VARIANTS: &[&str] = &["ferrite", "ferrite-dram", "btreemap", "redb", "redb-nosync"];
+pub const VARIANTS: &[&str] = &[
+    "ferrite",
+    "ferrite-dram",
+    "btreemap",
+    "btreemap-u64",
+    "redb",
+    "redb-nosync",
+];
 
-/// The default comparison of `ferrite bench`.
+/// The default comparison of `ferrite bench` (see [`default_compare`]).
 pub const DEFAULT_COMPARE: &[&str] = &["ferrite", "ferrite-dram", "btreemap", "redb"];
+
+/// The default comparison for keys of `key_len` bytes and values of
+/// `value_size`: [`DEFAULT_COMPARE`], with `btreemap-u64` beside `btreemap`
+/// when both are 8 bytes.
+pub fn default_compare(key_len: usize, value_size: usize) -> Vec<String> {
+    let mut v: Vec<String> = DEFAULT_COMPARE.iter().map(|s| s.to_string()).collect();
+    if key_len == 8 && value_size == 8 {
+        let at = v
+            .iter()
+            .position(|x| x == "btreemap")
+            .map_or(v.len(), |i| i + 1);
+        v.insert(at, "btreemap-u64".into());
+    }
+    v
+}
+
+/// What a volatile variant's completed operation survives.
+const VOLATILE: &str = "volatile, nothing survives the process";
+
+/// A pool's durability as a one-line contract.
+fn pool_contract(d: ferrite_pm::Durability) -> &'static str {
+    use ferrite_pm::Durability as D;
+    match d {
+        D::Pm => "power-fail safe (DAX device mapped with MAP_SYNC)",
+        D::EmulatedShm => "survives a process crash, not power loss (tmpfs is DRAM)",
+        D::EmulatedFile => "survives a process crash, not power loss (page cache, no DAX)",
+        D::FileMsync => "power-fail safe (msync at every fence, block-device speed)",
+        D::Volatile => VOLATILE,
+        D::Simulated => "crash simulator",
+    }
+}
 
 /// redb commit durability.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +115,10 @@ pub struct Instance {
     pub name: String,
     /// What a completed operation survives, in words, for the report.
     pub durability: String,
+    /// What the variant is, in a few words (`RwLock<BTreeMap<u64, u64>>`, …).
+    pub label: String,
+    /// Its durability contract in one short line.
+    pub contract: String,
     /// Records per batch while loading (1 = one insert per record).
     pub load_batch: usize,
     memory: MemFn,
@@ -140,13 +182,26 @@ fn temp_path(dir: &Path, tag: &str, ext: &str) -> PathBuf {
 /// Opens the variant called `name`.
 pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
     match name {
-        "btreemap" => {
+        "btreemap" | "btreemap-u64" => {
+            let u64_keys = name == "btreemap-u64";
+            if u64_keys && (cfg.key_len != 8 || cfg.value_size != 8) {
+                return Err(BenchError::Options(format!(
+                    "btreemap-u64 takes 8-byte keys and values (-k 8 -v 8, no -f), not {}-byte keys and {}-byte values",
+                    cfg.key_len, cfg.value_size
+                )));
+            }
             let growth = heap_growth_since();
-            let kv = Arc::new(BTreeMapKv::new());
+            let (kv, label): (Arc<dyn OrderedKv>, _) = if u64_keys {
+                (Arc::new(U64MapKv::new()), U64_MAP_LABEL)
+            } else {
+                (Arc::new(BTreeMapKv::new()), BTREEMAP_LABEL)
+            };
             Ok(Instance {
                 kv,
                 name: name.into(),
                 durability: "volatile (DRAM, gone with the process)".into(),
+                label: label.into(),
+                contract: VOLATILE.into(),
                 load_batch: 1,
                 memory: Box::new(move || MemoryReport {
                     dram_bytes: growth(),
@@ -179,10 +234,19 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 cfg.redb_load_batch
             );
             let k2 = kv.clone();
+            let contract = match mode {
+                RedbMode::Immediate => format!(
+                    "fsync per commit, power-fail safe on a real disk (here in {})",
+                    cfg.pool_dir.display()
+                ),
+                RedbMode::None => "no fsync: not crash-safe until a later durable commit".into(),
+            };
             Ok(Instance {
                 kv,
                 name: name.into(),
                 durability,
+                label: "redb 2, a transaction per write".into(),
+                contract,
                 load_batch: cfg.redb_load_batch.max(1),
                 memory: Box::new(move || MemoryReport {
                     dram_bytes: growth(),
@@ -208,6 +272,8 @@ fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             kv: idx,
             name: name.into(),
             durability: "volatile: the same index in DRAM, no write-back or fences".into(),
+            label: "Ferrite's index in DRAM, no write-back or fences".into(),
+            contract: VOLATILE.into(),
             load_batch: 1,
             memory: Box::new(move || {
                 let m = i2.memory_usage();
@@ -261,10 +327,17 @@ fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
         pool.durability().describe()
     );
     let i2 = idx.clone();
+    let where_ = if temporary {
+        format!("pool in {}", cfg.pool_dir.display())
+    } else {
+        format!("pool {}", path.display())
+    };
     Ok(Instance {
         kv: idx,
         name: name.into(),
         durability,
+        label: format!("Ferrite's persistent index, {where_}"),
+        contract: pool_contract(pool.durability()).into(),
         load_batch: 1,
         memory: Box::new(move || {
             let m = i2.memory_usage();
@@ -321,16 +394,30 @@ mod tests {
     fn every_variant_opens_and_works() {
         for name in VARIANTS {
             let inst = open_variant(name, &cfg()).unwrap();
-            assert!(inst.kv.insert(&0u64.to_be_bytes(), b"zero").unwrap());
+            // 8-byte values: btreemap-u64 takes nothing else.
+            assert!(inst.kv.insert(&0u64.to_be_bytes(), b"zerozero").unwrap());
             assert_eq!(
                 inst.kv.get(&[0u8; 8]).unwrap().as_deref(),
-                Some(&b"zero"[..])
+                Some(&b"zerozero"[..])
             );
             assert!(!inst.durability.is_empty());
+            assert!(!inst.label.is_empty() && !inst.contract.is_empty());
             let files = inst.files().to_vec();
             drop(inst);
             assert!(files.iter().all(|f| !f.exists()), "{name} left files");
         }
+    }
+
+    #[test]
+    fn the_u64_map_is_offered_for_8_byte_keys_only() {
+        assert!(default_compare(8, 8).contains(&"btreemap-u64".to_string()));
+        assert_eq!(default_compare(16, 8), DEFAULT_COMPARE);
+        let mut c = cfg();
+        c.key_len = 16;
+        assert!(matches!(
+            open_variant("btreemap-u64", &c),
+            Err(BenchError::Options(_))
+        ));
     }
 
     #[test]
@@ -347,7 +434,8 @@ mod tests {
 #[cfg(test)]
 mod memory_tests {
     use super::*;
-    use crate::{load, KeyCodec};
+    use crate::index::runner::load;
+    use crate::index::workload::KeyCodec;
 
     #[test]
     fn btreemap_memory_grows_with_its_records() {

@@ -8,28 +8,26 @@
 //! The numbers here bound what any index (Ferrite's or a peer's) can reach with
 //! one thread: `1000 / ns` million dependent reads per second.
 
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
-use clap::Args;
-use ferrite_bench::workload::{scramble, Distribution, IdGen, Rng};
 use ferrite_pm::sim::SplitMix;
 use ferrite_pm::TempPool;
-use ferrite_report::{chart, BenchResult, Report};
+use ferrite_report::{chart, BenchResult};
 use serde_json::json;
 
-use crate::util::parse_size;
+use crate::index::workload::{scramble, Distribution, IdGen, Rng};
+use crate::{env, BenchError, BenchOutput, Result};
 
-#[derive(Args, Debug)]
-pub struct MemoryArgs {
-    /// Region read at random (the index's leaves take about 300 MiB for 10 M records)
-    #[arg(long, value_parser = parse_size, default_value = "256M")]
+/// What `memory` measures.
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    /// Bytes read at random (the index's leaves take about 300 MiB for 10 M records).
     pub region: u64,
-    /// Reads per cell
-    #[arg(long, default_value_t = 4_000_000)]
+    /// Reads per cell.
     pub ops: u64,
-    #[command(flatten)]
-    pub io: super::pmbench::BenchIo,
+    /// Directory for the pool (removed afterwards).
+    pub pool_dir: PathBuf,
 }
 
 /// An anonymous mapping (DRAM), optionally advised to use huge pages.
@@ -52,7 +50,10 @@ impl Anon {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error()).context("mmap of the DRAM region");
+            return Err(BenchError::Io {
+                path: "mmap of the DRAM region".into(),
+                source: std::io::Error::last_os_error(),
+            });
         }
         let advice = if huge {
             libc::MADV_HUGEPAGE
@@ -148,9 +149,9 @@ unsafe fn measure(
 }
 
 /// Dependent and independent random reads on the pool mapping and on DRAM.
-pub fn memory(a: MemoryArgs) -> Result<i32> {
+pub fn memory(a: &MemoryConfig) -> Result<BenchOutput> {
     let len = a.region as usize & !4095;
-    anyhow::ensure!(len >= 1 << 20, "--region must be at least 1M");
+    ensure(len >= 1 << 20, || "--region must be at least 1M".into())?;
     // The region is touched twice over (pool and DRAM copies exist one after
     // the other) and the read sequence takes 4 bytes per read: keep both well
     // inside physical memory rather than let the OOM killer answer.
@@ -158,24 +159,23 @@ pub fn memory(a: MemoryArgs) -> Result<i32> {
     let phys = unsafe {
         libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
     };
-    anyhow::ensure!(
-        phys == 0 || a.region <= phys / 4,
-        "--region {} is more than a quarter of this machine's {} of memory",
-        crate::util::human(a.region),
-        crate::util::human(phys)
-    );
-    anyhow::ensure!(
-        (1..=1 << 28).contains(&a.ops),
-        "--ops must be between 1 and {}",
-        1u64 << 28
-    );
+    ensure(phys == 0 || a.region <= phys / 4, || {
+        format!(
+            "--region {} is more than a quarter of this machine's {} of memory",
+            human(a.region),
+            human(phys)
+        )
+    })?;
+    ensure((1..=1 << 28).contains(&a.ops), || {
+        format!("--ops must be between 1 and {}", 1u64 << 28)
+    })?;
     let (group, leaf_lines) = (7, 8);
-    let mut r = Report::new("memory");
-    let tp = TempPool::create(&a.io.pool_dir, "memory", a.region + (64 << 20))?;
+    let mut r = env::report("memory", &a.pool_dir);
+    let tp = TempPool::create(&a.pool_dir, "memory", a.region + (64 << 20))?;
     let pool = tp.pool();
     r.environment
-        .insert("durability".into(), json!(pool.durability().name()));
-    r.environment.insert("region_bytes".into(), json!(len));
+        .suite
+        .insert("region_bytes".into(), json!(len));
     let heap_id = pool.create_object("memory-bench", "ferrite.bench")?;
     let (heap, _) = pool.open_heap(heap_id, |_| Ok(()))?;
     let off = heap.alloc(len)?;
@@ -218,8 +218,34 @@ pub fn memory(a: MemoryArgs) -> Result<i32> {
     let series: Vec<(String, Vec<f64>)> =
         cells.iter().map(|(n, m)| (n.clone(), m.to_vec())).collect();
     let svg = chart::bar_chart("Memory latency floor", "ns", &cats, &series);
-    let cols = ["ns_per_op"];
-    let path = r.write_outputs(&a.io.out, "memory", &cols, &svg)?;
-    r.print(a.io.json, &cols, Some(&path));
-    Ok(0)
+    env::finish(&mut r);
+    Ok(BenchOutput {
+        report: r,
+        svg,
+        extra_cols: vec!["ns_per_op"],
+    })
+}
+
+fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(BenchError::Options(why()))
+    }
+}
+
+/// Bytes for a message: `256.0 MiB`.
+fn human(bytes: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
 }

@@ -1,0 +1,1269 @@
+//! The index benchmark as `ferrite bench` runs it: load `records` records into
+//! each index, run PiBench-style operations on identical workloads, and build
+//! the report, its charts and the text a newcomer reads.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+
+use ferrite_report::chart::{self, fmt_ns, fmt_ns_tick, LineChart, Series};
+use ferrite_report::{BenchResult, Report};
+use serde_json::json;
+
+use crate::index::runner::{load, run as run_workload, RunSpec};
+use crate::index::variants::{default_compare, open_variant, VariantConfig, VARIANTS};
+use crate::index::workload::{Distribution, KeyCodec, Op, OpMix};
+use crate::{env, BenchError, Context, Result};
+
+/// Everything `ferrite bench` (the index benchmark) takes, with PiBench's
+/// meaning; [`IndexBenchConfig::default`] is the README's default run.
+#[derive(Debug, Clone)]
+pub struct IndexBenchConfig {
+    pub records: u64,
+    pub operations: u64,
+    /// Each thread count runs every operation (the load uses the first).
+    pub threads: Vec<usize>,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub key_prefix: String,
+    pub read_ratio: Option<f64>,
+    pub insert_ratio: Option<f64>,
+    pub update_ratio: Option<f64>,
+    pub remove_ratio: Option<f64>,
+    pub scan_ratio: Option<f64>,
+    pub scan_size: usize,
+    /// `UNIFORM`, `ZIPFIAN` or `SELFSIMILAR` (any case).
+    pub distribution: String,
+    /// Zipfian θ (default 0.99) or selfsimilar h (default 0.2).
+    pub skew: Option<f64>,
+    pub seed: u64,
+    pub latency_sampling: f64,
+    pub sampling_ms: u64,
+    pub pool_path: Option<PathBuf>,
+    pub pool_size: Option<u64>,
+    pub skip_load: bool,
+    /// One index (`--index`) or several (`--compare`); neither: the default comparison.
+    pub index: Option<String>,
+    pub compare: Option<Vec<String>>,
+    /// Standard runs when no ratio is given.
+    pub benches: Vec<String>,
+    pub max_seconds: f64,
+    pub redb_load_batch: usize,
+    pub pool_dir: PathBuf,
+}
+
+impl Default for IndexBenchConfig {
+    fn default() -> Self {
+        IndexBenchConfig {
+            records: 1_000_000,
+            operations: 1_000_000,
+            threads: vec![1],
+            key_size: 8,
+            value_size: 8,
+            key_prefix: String::new(),
+            read_ratio: None,
+            insert_ratio: None,
+            update_ratio: None,
+            remove_ratio: None,
+            scan_ratio: None,
+            scan_size: 100,
+            distribution: "UNIFORM".into(),
+            skew: None,
+            seed: 1729,
+            latency_sampling: 0.1,
+            sampling_ms: 1000,
+            pool_path: None,
+            pool_size: None,
+            skip_load: false,
+            index: None,
+            compare: None,
+            benches: STANDARD_BENCHES.iter().map(|s| s.to_string()).collect(),
+            max_seconds: 5.0,
+            redb_load_batch: 10_000,
+            pool_dir: PathBuf::from("/dev/shm"),
+        }
+    }
+}
+
+/// The standard runs, in the order they run.
+pub const STANDARD_BENCHES: &[&str] = &["lookup", "scan", "update", "mixed", "insert", "remove"];
+
+/// The metrics of the markdown table (`<stem>.md`) beyond the shared columns.
+pub const TABLE_COLS: [&str; 10] = [
+    "mops_cpu",
+    "p90_ns",
+    "p999_ns",
+    "p99999_ns",
+    "max_ns",
+    "fences_per_op",
+    "lines_per_op",
+    "load_s",
+    "dram_B_per_rec",
+    "pm_B_per_rec",
+];
+
+/// One named run: its operation mix and key distribution.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub name: String,
+    pub mix: OpMix,
+    pub dist: Distribution,
+}
+
+impl IndexBenchConfig {
+    /// The key distribution `--distribution` and `--skew` name.
+    pub fn dist(&self) -> Result<Distribution> {
+        let skew = self
+            .skew
+            .unwrap_or(if self.distribution.eq_ignore_ascii_case("ZIPFIAN") {
+                0.99
+            } else {
+                0.2
+            });
+        Distribution::parse(&self.distribution, skew)
+    }
+
+    /// The runs: one mix when a ratio is given, else the standard runs named by
+    /// `benches` (`mixed` = 50% lookup / 50% update under selfsimilar 0.2).
+    pub fn jobs(&self, dist: Distribution) -> Result<Vec<Job>> {
+        let given = [
+            self.insert_ratio,
+            self.update_ratio,
+            self.remove_ratio,
+            self.scan_ratio,
+        ];
+        if self.read_ratio.is_some() || given.iter().any(Option::is_some) {
+            let others: f64 = given.iter().map(|r| r.unwrap_or(0.0)).sum();
+            let mix = OpMix {
+                read: self.read_ratio.unwrap_or((1.0 - others).max(0.0)),
+                insert: self.insert_ratio.unwrap_or(0.0),
+                update: self.update_ratio.unwrap_or(0.0),
+                remove: self.remove_ratio.unwrap_or(0.0),
+                scan: self.scan_ratio.unwrap_or(0.0),
+            };
+            mix.validate()?;
+            let name = match mix.single() {
+                Some(op) => op_name(op).to_string(),
+                None => format!(
+                    "r{}i{}u{}d{}s{}",
+                    pct(mix.read),
+                    pct(mix.insert),
+                    pct(mix.update),
+                    pct(mix.remove),
+                    pct(mix.scan)
+                ),
+            };
+            return Ok(vec![Job { name, mix, dist }]);
+        }
+        let mut out = Vec::new();
+        for b in &self.benches {
+            let (mix, d) = match b.as_str() {
+                "lookup" => (OpMix::only(Op::Read), dist),
+                "insert" => (OpMix::only(Op::Insert), dist),
+                "update" => (OpMix::only(Op::Update), dist),
+                "remove" => (OpMix::only(Op::Remove), dist),
+                "scan" => (OpMix::only(Op::Scan), dist),
+                "mixed" => {
+                    let mut m = OpMix::only(Op::Read);
+                    m.read = 0.5;
+                    m.update = 0.5;
+                    (m, Distribution::SelfSimilar(0.2))
+                }
+                other => {
+                    return Err(BenchError::Options(format!(
+                        "unknown bench {other:?} in --benches (lookup, insert, update, remove, scan, mixed)"
+                    )))
+                }
+            };
+            out.push(Job {
+                name: b.clone(),
+                mix,
+                dist: d,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn pct(r: f64) -> u32 {
+    (r * 100.0).round() as u32
+}
+
+fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Read => "lookup",
+        Op::Insert => "insert",
+        Op::Update => "update",
+        Op::Remove => "remove",
+        Op::Scan => "scan",
+    }
+}
+
+/// Progress of a run, for a progress bar (every method defaults to nothing).
+pub trait Progress: Sync {
+    /// Loading `total` records into `variant` with `threads` threads begins.
+    fn load_begin(&self, _variant: &str, _threads: usize, _total: u64) {}
+    /// `done` records are loaded (called from a loading thread now and then).
+    fn load_progress(&self, _done: u64) {}
+    fn load_end(&self) {}
+    /// Run `job` on `variant` with `threads` threads begins.
+    fn run_begin(&self, _variant: &str, _threads: usize, _job: &str) {}
+    /// Everything is measured.
+    fn finished(&self) {}
+}
+
+/// No progress output.
+pub struct Quiet;
+
+impl Progress for Quiet {}
+
+/// An index of the comparison: its name, what it is, what it promises.
+#[derive(Debug, Clone)]
+pub struct IndexInfo {
+    pub name: String,
+    pub label: String,
+    pub contract: String,
+}
+
+/// A finished index benchmark.
+pub struct IndexRun {
+    pub report: Report,
+    pub indexes: Vec<IndexInfo>,
+    pub jobs: Vec<Job>,
+    pub config: IndexBenchConfig,
+    /// Lookups that returned another key's value (must be 0).
+    pub wrong_values: u64,
+    /// Notes worth a newcomer's attention (errors, collisions, reopens).
+    pub warnings: Vec<String>,
+}
+
+/// Runs the benchmark: every index, every job, every thread count.
+pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
+    let dist = c.dist()?;
+    let codec = KeyCodec::new(c.key_size, c.value_size, &c.key_prefix)?;
+    let jobs = c.jobs(dist)?;
+    if c.threads.is_empty() || c.threads.contains(&0) {
+        return Err(BenchError::Options("-t must be at least 1".into()));
+    }
+    let variants: Vec<String> = match (&c.index, &c.compare) {
+        (Some(i), _) => vec![i.clone()],
+        (None, Some(v)) => v.clone(),
+        (None, None) => default_compare(codec.key_len(), c.value_size),
+    };
+    if let Some(bad) = variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+        return Err(BenchError::UnknownVariant(bad.clone()));
+    }
+    if c.scan_size == 0 && jobs.iter().any(|j| j.mix.scan > 0.0) {
+        return Err(BenchError::Options("--scan_size must be at least 1".into()));
+    }
+    if c.skip_load && c.pool_path.is_none() {
+        return Err(BenchError::Options(
+            "--skip_load needs --pool_path (the pool holding the loaded index)".into(),
+        ));
+    }
+    if c.skip_load && variants.iter().any(|v| v != "ferrite") {
+        return Err(BenchError::Options(
+            "--skip_load works only with --index ferrite (the others do not persist)".into(),
+        ));
+    }
+    let inserts_per_run = jobs
+        .iter()
+        .map(|j| (j.mix.insert * c.operations as f64) as u64)
+        .sum::<u64>();
+    let cfg = VariantConfig {
+        pool_dir: c.pool_dir.clone(),
+        pool_path: c.pool_path.clone(),
+        pool_size: c.pool_size.unwrap_or(0),
+        max_records: c.records + inserts_per_run,
+        key_len: codec.key_len(),
+        value_size: c.value_size,
+        reopen: c.skip_load,
+        redb_load_batch: c.redb_load_batch,
+    };
+    let param = (c.key_size != 8 || c.value_size != 8).then(|| {
+        if c.value_size == 8 {
+            json!(c.key_size)
+        } else {
+            json!(format!("k{}v{}", c.key_size, c.value_size))
+        }
+    });
+
+    // The ferrite variant's pool goes to --pool_path's directory when given.
+    let pool_dir = c
+        .pool_path
+        .as_ref()
+        .and_then(|p| p.parent())
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or(c.pool_dir.clone(), Path::to_path_buf);
+    let mut r = env::report("index", &pool_dir);
+    r.environment.suite.insert(
+        "workload".into(),
+        json!({
+            "records": c.records, "operations": c.operations, "key_size": c.key_size,
+            "value_size": c.value_size, "key_prefix": c.key_prefix, "distribution": dist.name(),
+            "scan_size": c.scan_size, "seed": c.seed, "latency_sampling": c.latency_sampling,
+            "max_seconds": c.max_seconds,
+            "description": workload_lines(c, &jobs, dist).join(" "),
+        }),
+    );
+    let mut indexes = Vec::new();
+    let mut warnings = Vec::new();
+    let mut wrong = 0u64;
+    for v in &variants {
+        // One load per index (with the first thread count), then every run at
+        // every thread count: PiBench reloads per run; we keep the default short.
+        let lt = c.threads[0];
+        let inst = open_variant(v, &cfg).context_with(|| format!("opening index {v}"))?;
+        r.notes.push(format!("{v}: {}", inst.durability));
+        r.notes.extend(inst.notes.iter().cloned());
+        warnings.extend(inst.notes.iter().cloned());
+        indexes.push(IndexInfo {
+            name: v.clone(),
+            label: inst.label.clone(),
+            contract: inst.contract.clone(),
+        });
+        let kv = inst.kv.as_ref();
+        let (load_s, load_mops, load_f, load_l, load_cpu) = if c.skip_load {
+            (0.0, 0.0, 0.0, 0.0, 0.0)
+        } else {
+            progress.load_begin(v, lt, c.records);
+            let ls = load(kv, &codec, c.records, lt, inst.load_batch, &|d| {
+                progress.load_progress(d)
+            })
+            .context_with(|| format!("loading {v}"))?;
+            progress.load_end();
+            if ls.inserted != c.records {
+                let n = format!(
+                    "{v}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
+                    ls.inserted, c.records, c.key_size
+                );
+                r.notes.push(n.clone());
+                warnings.push(n);
+            }
+            let n = c.records.max(1) as f64;
+            (
+                ls.secs,
+                c.records as f64 / ls.secs.max(1e-9) / 1e6,
+                ls.persist.fences as f64 / n,
+                ls.persist.flushed_lines as f64 / n,
+                ls.cpu_secs,
+            )
+        };
+        let key_space = if c.skip_load {
+            kv.count() as u64
+        } else {
+            c.records
+        };
+        let mem = inst.memory();
+        let per_rec = |b: Option<u64>| b.map(|x| x as f64 / key_space.max(1) as f64);
+        let next_fresh = AtomicU64::new(c.records.max(key_space) + (1 << 40));
+        for j in &jobs {
+            for &t in &c.threads {
+                let spec = RunSpec {
+                    mix: j.mix,
+                    dist: j.dist,
+                    ops: c.operations,
+                    threads: t,
+                    scan_size: c.scan_size,
+                    latency_sampling: c.latency_sampling,
+                    sampling_ms: c.sampling_ms,
+                    seed: c.seed,
+                    max_seconds: (c.max_seconds > 0.0).then_some(c.max_seconds),
+                };
+                progress.run_begin(v, t, &j.name);
+                let st = run_workload(kv, &codec, key_space, &next_fresh, &spec)
+                    .context_with(|| format!("{} on {v}", j.name))?;
+                wrong += st.wrong_values;
+                let ops = st.ops.max(1) as f64;
+                let mut b = BenchResult::new(&j.name, v, param.clone(), t as u32, st.mops())
+                    .with("ops", st.ops)
+                    .with("run_s", st.secs)
+                    .with("cpu_s", st.cpu_secs)
+                    .with("mops_cpu", st.mops_cpu(t))
+                    .with("fences_per_op", st.persist.fences as f64 / ops)
+                    .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
+                    .with("load_s", load_s)
+                    .with("load_threads", lt)
+                    .with("load_cpu_s", load_cpu)
+                    .with("load_mops", load_mops)
+                    .with("load_fences_per_insert", load_f)
+                    .with("load_lines_per_insert", load_l)
+                    .with("distribution", j.dist.name())
+                    .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
+                    .with("samples_mops", st.samples.clone());
+                if let Some(x) = mem.dram_bytes {
+                    b = b.with("dram_bytes", x);
+                }
+                if let Some(x) = mem.pm_bytes {
+                    b = b.with("pm_bytes", x);
+                }
+                if let Some(x) = per_rec(mem.dram_bytes) {
+                    b = b
+                        .with("dram_B_per_rec", x)
+                        .with("dram_source", mem.dram_source);
+                }
+                if let Some(x) = per_rec(mem.pm_bytes) {
+                    b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
+                }
+                if j.mix.scan > 0.0 {
+                    b = b.with("scanned", st.scanned);
+                }
+                if let Some(l) = st.latency {
+                    b.p50_ns = Some(l.p50);
+                    b.p99_ns = Some(l.p99);
+                    b = b
+                        .with("p90_ns", l.p90)
+                        .with("p999_ns", l.p999)
+                        .with("p9999_ns", l.p9999)
+                        .with("p99999_ns", l.p99999)
+                        .with("max_ns", l.max)
+                        .with("latency_samples", l.samples);
+                }
+                if st.stopped_early {
+                    b = b.with("stopped_early", true);
+                    r.notes.push(format!(
+                        "{} on {v} {t}t stopped after --max-seconds {}: {} of {} operations",
+                        j.name, c.max_seconds, st.ops, c.operations
+                    ));
+                }
+                if st.wrong_values > 0 {
+                    let n = format!(
+                        "ERROR: {} on {v}: {} lookups returned another key's value",
+                        j.name, st.wrong_values
+                    );
+                    r.notes.push(n.clone());
+                    warnings.push(n);
+                }
+                r.results.push(b);
+            }
+        }
+        drop(inst);
+    }
+    progress.finished();
+    env::finish(&mut r);
+    r.notes.push(
+        "mops_cpu = operations per on-CPU second of a worker (as if each had a core to itself): compare it with Mops/s when the load average is above the core count".into(),
+    );
+    if c.latency_sampling > 0.0 {
+        r.notes.push(format!(
+            "latency: {:.0}% of operations timed (nearest-rank percentiles)",
+            c.latency_sampling * 100.0
+        ));
+    }
+    r.notes.push(
+        "each index is loaded once (with the first -t); runs then follow each other in the order shown, every thread count in turn (inserts add fresh keys, removes delete loaded ones); dram/pm bytes are measured after the load".into(),
+    );
+    Ok(IndexRun {
+        report: r,
+        indexes,
+        jobs,
+        config: c.clone(),
+        wrong_values: wrong,
+        warnings,
+    })
+}
+
+/// Where [`write_outputs`] put the files.
+#[derive(Debug, Clone)]
+pub struct OutputPaths {
+    pub json: PathBuf,
+    pub markdown: PathBuf,
+    pub chart: PathBuf,
+    pub chart_cpu: PathBuf,
+    pub chart_latency: Option<PathBuf>,
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BenchError + '_ {
+    move |source| BenchError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Writes `<stem>.json`, `.md` (every column), `.svg` (throughput),
+/// `-cpu.svg` (on-CPU throughput) and `-latency.svg` into `out`, noting the
+/// extra charts in the report.
+pub fn write_outputs(run: &mut IndexRun, out: &Path, stem: &str) -> Result<OutputPaths> {
+    let r = &mut run.report;
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let svg = throughput_chart(r, false);
+    let chart_cpu = out.join(format!("{stem}-cpu.svg"));
+    std::fs::write(&chart_cpu, throughput_chart(r, true)).map_err(io_err(&chart_cpu))?;
+    r.notes
+        .push(format!("on-CPU throughput chart: {}", chart_cpu.display()));
+    let mut chart_latency = None;
+    if let Some(lat) = latency_chart(r, run.config.threads[0]) {
+        let p = out.join(format!("{stem}-latency.svg"));
+        std::fs::write(&p, lat).map_err(io_err(&p))?;
+        r.notes
+            .push(format!("latency chart (p50..p99.99): {}", p.display()));
+        chart_latency = Some(p);
+    }
+    let chart = r
+        .write_outputs(out, stem, &TABLE_COLS, &svg)
+        .map_err(io_err(out))?;
+    Ok(OutputPaths {
+        json: out.join(format!("{stem}.json")),
+        markdown: out.join(format!("{stem}.md")),
+        chart,
+        chart_cpu,
+        chart_latency,
+    })
+}
+
+/// Redraws the charts of a saved report into `out` (`--replot`).
+pub fn replot(json_path: &Path, out: &Path, stem: &str) -> Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(json_path).map_err(io_err(json_path))?;
+    let r: Report = serde_json::from_str(&text).map_err(|e| {
+        BenchError::Check(format!(
+            "{} is not a ferrite bench report: {e}",
+            json_path.display()
+        ))
+    })?;
+    if r.results.is_empty() || !r.environment.suite.contains_key("workload") {
+        return Err(BenchError::Check(format!(
+            "{} holds no index benchmark results",
+            json_path.display()
+        )));
+    }
+    std::fs::create_dir_all(out).map_err(io_err(out))?;
+    let mut written = Vec::new();
+    for (name, svg) in [
+        (format!("{stem}.svg"), Some(throughput_chart(&r, false))),
+        (format!("{stem}-cpu.svg"), Some(throughput_chart(&r, true))),
+        (
+            format!("{stem}-latency.svg"),
+            latency_chart(&r, r.results[0].threads as usize),
+        ),
+    ] {
+        if let Some(svg) = svg {
+            let p = out.join(name);
+            std::fs::write(&p, svg).map_err(io_err(&p))?;
+            written.push(p);
+        }
+    }
+    Ok(written)
+}
+
+/// 10000000 -> "10M", 250000 -> "250K".
+fn count_text(n: u64) -> String {
+    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1000 && n.is_multiple_of(1000) {
+        format!("{}K", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+/// 1000000 -> "1,000,000".
+fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+/// Tail latency of lookups (solid) and inserts (dashed) at one thread count,
+/// like VLDB'22 Fig. 6: x is the percentile spaced by its nines, y is latency
+/// on a log axis fitted to the data (preemption spikes would flatten a linear
+/// one). An index has the same colour as in every other chart.
+pub fn latency_chart(r: &Report, threads: usize) -> Option<String> {
+    let keys = [
+        ("p50_ns", 0.5f64, "p50"),
+        ("p90_ns", 0.9, "p90"),
+        ("p99_ns", 0.99, "p99"),
+        ("p999_ns", 0.999, "p99.9"),
+        ("p9999_ns", 0.9999, "p99.99"),
+    ];
+    let nines = |q: f64| -(1.0 - q).log10();
+    let mut series = Vec::new();
+    for x in r
+        .results
+        .iter()
+        .filter(|x| x.threads as usize == threads && (x.bench == "lookup" || x.bench == "insert"))
+    {
+        let pts: Vec<(f64, f64)> = keys
+            .iter()
+            .filter_map(|(k, q, _)| {
+                let v = match *k {
+                    "p50_ns" => x.p50_ns,
+                    "p99_ns" => x.p99_ns,
+                    _ => x.extra.get(*k).and_then(|v| v.as_f64()),
+                }?;
+                Some((nines(*q), v.max(1.0)))
+            })
+            .collect();
+        if !pts.is_empty() {
+            series.push(
+                Series::new(format!("{} {}", x.variant, x.bench), pts)
+                    .keyed(x.variant.clone())
+                    .dashed(x.bench == "insert"),
+            );
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let title = format!(
+        "Latency percentiles, {threads} thread{}: lookup solid, insert dashed",
+        if threads == 1 { "" } else { "s" }
+    );
+    let mut c = LineChart::new(&title, "percentile", "latency (log scale)");
+    c.log_y = true;
+    c.y_format = Some(&fmt_ns_tick);
+    c.x_ticks = Some(
+        keys.iter()
+            .map(|(_, q, l)| (nines(*q), l.to_string()))
+            .collect(),
+    );
+    Some(c.draw(&series))
+}
+
+/// Mops/s per run (and thread count), one bar per index; `on_cpu` charts
+/// operations per on-CPU second instead of wall-clock Mops/s.
+pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
+    let w = r.environment.suite.get("workload");
+    let num = |k: &str| {
+        w.and_then(|w| w.get(k))
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0)
+    };
+    let mut cats: Vec<(String, u32)> = Vec::new();
+    for x in &r.results {
+        let c = (x.bench.clone(), x.threads);
+        if !cats.contains(&c) {
+            cats.push(c);
+        }
+    }
+    let mut variants: Vec<String> = Vec::new();
+    for x in &r.results {
+        if !variants.contains(&x.variant) {
+            variants.push(x.variant.clone());
+        }
+    }
+    let multi_t = r.results.iter().any(|x| x.threads != r.results[0].threads);
+    let labels: Vec<String> = cats
+        .iter()
+        .map(|(b, t)| {
+            if multi_t {
+                // Short names: twelve groups share the chart's width.
+                let short = match b.as_str() {
+                    "lookup" => "get",
+                    "update" => "upd",
+                    "insert" => "ins",
+                    "remove" => "del",
+                    "mixed" => "mix",
+                    other => other,
+                };
+                format!("{short} {t}t")
+            } else {
+                b.clone()
+            }
+        })
+        .collect();
+    let series: Vec<(String, Vec<f64>)> = variants
+        .iter()
+        .map(|v| {
+            let vals = cats
+                .iter()
+                .map(|(b, t)| {
+                    r.results
+                        .iter()
+                        .find(|x| &x.bench == b && x.threads == *t && &x.variant == v)
+                        .map_or(0.0, |x| {
+                            if on_cpu {
+                                x.extra
+                                    .get("mops_cpu")
+                                    .and_then(|m| m.as_f64())
+                                    .unwrap_or(0.0)
+                            } else {
+                                x.mops
+                            }
+                        })
+                })
+                .collect();
+            (v.clone(), vals)
+        })
+        .collect();
+    chart::bar_chart(
+        &format!(
+            "Throughput{}: {} records, {} B keys, {} B values",
+            if on_cpu { " per on-CPU second" } else { "" },
+            count_text(num("records")),
+            num("key_size"),
+            num("value_size")
+        ),
+        if on_cpu {
+            "Mops per on-CPU second of a worker"
+        } else {
+            "Mops/s"
+        },
+        &labels,
+        &series,
+    )
+}
+
+// ----- the text a newcomer reads ---------------------------------------------------
+
+/// Widest line of the text output.
+pub const TEXT_WIDTH: usize = 120;
+
+fn dist_text(d: Distribution) -> String {
+    match d {
+        Distribution::Uniform => "uniformly".into(),
+        Distribution::Zipfian(t) => format!("zipfian (theta {t}; the hottest keys scattered)"),
+        Distribution::SelfSimilar(h) => format!(
+            "selfsimilar {h} ({:.0}% of the operations on {:.0}% of the keys)",
+            (1.0 - h) * 100.0,
+            h * 100.0
+        ),
+    }
+}
+
+fn keys_text(c: &IndexBenchConfig) -> String {
+    let k = c.key_size;
+    let mut s = if k == 8 {
+        "8-byte integer keys (big-endian)".to_string()
+    } else if k < 8 {
+        format!("{k}-byte keys (the low bytes of an integer; duplicates possible)")
+    } else if k < 16 {
+        format!("{k}-byte keys (an 8-byte integer and filler)")
+    } else {
+        format!("{k}-byte string keys (16 hex digits and letters)")
+    };
+    if !c.key_prefix.is_empty() {
+        let _ = write!(s, " after the prefix {:?}", c.key_prefix);
+    }
+    s
+}
+
+fn job_text(j: &Job, c: &IndexBenchConfig, dist: Distribution) -> String {
+    let mix = j.mix;
+    let mut s = match (j.name.as_str(), mix.single()) {
+        (_, Some(Op::Scan)) => format!("{} ({} records from a random key)", j.name, c.scan_size),
+        (_, Some(Op::Insert)) => format!("{} (new keys)", j.name),
+        (_, Some(Op::Remove)) => format!("{} (loaded keys)", j.name),
+        (_, Some(_)) => j.name.clone(),
+        (name, None) => {
+            let parts: Vec<String> = [
+                (mix.read, "lookup"),
+                (mix.insert, "insert"),
+                (mix.update, "update"),
+                (mix.remove, "remove"),
+                (mix.scan, "scan"),
+            ]
+            .iter()
+            .filter(|(r, _)| *r > 0.0)
+            .map(|(r, n)| format!("{}% {n}", pct(*r)))
+            .collect();
+            format!("{name} ({})", parts.join(" / "))
+        }
+    };
+    if j.dist != dist {
+        let _ = write!(s, ", keys picked {}", dist_text(j.dist));
+    }
+    s
+}
+
+/// The workload in words.
+fn workload_lines(c: &IndexBenchConfig, jobs: &[Job], dist: Distribution) -> Vec<String> {
+    let threads: Vec<String> = c.threads.iter().map(|t| t.to_string()).collect();
+    let th = |n: &str| if n == "1" { "thread" } else { "threads" };
+    let mut v = vec![
+        if c.skip_load {
+            format!(
+                "the index already in {} (--skip_load), then runs of {} operations each on {} {}",
+                c.pool_path
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+                grouped(c.operations),
+                threads.join(" and "),
+                th(&threads.join(","))
+            )
+        } else {
+            format!(
+                "{} records loaded with {} {}, then runs of {} operations each on {} {}",
+                grouped(c.records),
+                c.threads[0],
+                th(&c.threads[0].to_string()),
+                grouped(c.operations),
+                threads.join(" and then "),
+                th(&threads.join(","))
+            )
+        },
+        format!(
+            "{}, {}-byte values; keys picked {}",
+            keys_text(c),
+            c.value_size,
+            dist_text(dist)
+        ),
+        format!(
+            "runs, in this order: {}",
+            jobs.iter()
+                .map(|j| job_text(j, c, dist))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    ];
+    let mut last = String::new();
+    if c.max_seconds > 0.0 {
+        let _ = write!(
+            last,
+            "a run stops after {} s (--max-seconds)",
+            c.max_seconds
+        );
+    }
+    if c.latency_sampling > 0.0 {
+        if !last.is_empty() {
+            last.push_str("; ");
+        }
+        let _ = write!(
+            last,
+            "the latency of {:.0}% of the operations is timed",
+            c.latency_sampling * 100.0
+        );
+    }
+    if !last.is_empty() {
+        v.push(last);
+    }
+    v
+}
+
+/// Wraps `text` to `width` columns, every line indented by `indent` and
+/// continuation lines by two more.
+fn wrap(text: &str, indent: usize, width: usize) -> Vec<String> {
+    wrap_hanging(text, indent, indent + 2, width)
+}
+
+/// Wraps `text` to `width` columns: the first line indented by `first`, the
+/// others by `rest`.
+fn wrap_hanging(text: &str, first: usize, rest: usize, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = " ".repeat(first);
+    let mut empty = true;
+    for w in text.split(' ') {
+        if !empty && line.chars().count() + 1 + w.chars().count() > width {
+            out.push(line);
+            line = " ".repeat(rest);
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(w);
+        empty = false;
+    }
+    out.push(line);
+    out
+}
+
+/// Left-aligned first column(s), right-aligned numbers; `left` = how many
+/// leading columns are text.
+fn table(head: &[&str], rows: &[Vec<String>], left: usize) -> String {
+    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
+        let mut l = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            let pad = w[i] - c.chars().count();
+            if i < left {
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad));
+            } else {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(c);
+            }
+        }
+        out.push_str(l.trim_end());
+        out.push('\n');
+    };
+    line(&head.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    line(&w.iter().map(|&n| "-".repeat(n)).collect::<Vec<_>>());
+    for r in rows {
+        line(r);
+    }
+    out
+}
+
+fn num(x: &BenchResult, k: &str) -> Option<f64> {
+    x.extra.get(k).and_then(|v| v.as_f64())
+}
+
+fn mops_text(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.1}")
+    } else if v >= 0.1 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn count_cell(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The terminal output: the workload and the indexes in words, then one row
+/// per operation and index (details are in the markdown and JSON files).
+pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
+    let r = &run.report;
+    let c = &run.config;
+    let dist = c.dist().unwrap_or(Distribution::Uniform);
+    let mut out = String::new();
+    out.push_str(
+        "Ferrite index benchmark, PiBench methodology (`ferrite bench --help` lists the flags)\n\n",
+    );
+    out.push_str("Workload\n");
+    for l in workload_lines(c, &run.jobs, dist) {
+        for w in wrap(&l, 2, TEXT_WIDTH) {
+            out.push_str(&w);
+            out.push('\n');
+        }
+    }
+    out.push_str("\nIndexes, and what a completed operation survives\n");
+    let nw = run.indexes.iter().map(|i| i.name.len()).max().unwrap_or(0);
+    for i in &run.indexes {
+        let l = format!("{:<nw$}  {} — {}", i.name, i.label, i.contract);
+        // Continuation lines line up with the description.
+        for w in wrap_hanging(&l, 2, nw + 4, TEXT_WIDTH) {
+            out.push_str(&w);
+            out.push('\n');
+        }
+    }
+
+    let multi_t = c.threads.len() > 1;
+    let mut head = vec!["op", "index"];
+    if multi_t {
+        head.push("threads");
+    }
+    head.extend_from_slice(&["Mops/s", "on-CPU", "p50", "p99", "p99.9", "fences/op"]);
+    let mut rows = Vec::new();
+    let mut stopped = false;
+    for j in &run.jobs {
+        let mut first = true;
+        for &t in &c.threads {
+            for i in &run.indexes {
+                let Some(x) = r
+                    .results
+                    .iter()
+                    .find(|x| x.bench == j.name && x.variant == i.name && x.threads as usize == t)
+                else {
+                    continue;
+                };
+                let early = x.extra.contains_key("stopped_early");
+                stopped |= early;
+                let lat = |v: Option<f64>| v.map_or("-".to_string(), fmt_ns);
+                let mut row = vec![
+                    if first { j.name.clone() } else { String::new() },
+                    i.name.clone(),
+                ];
+                first = false;
+                if multi_t {
+                    row.push(t.to_string());
+                }
+                row.extend([
+                    format!("{}{}", mops_text(x.mops), if early { "*" } else { "" }),
+                    num(x, "mops_cpu").map_or("-".into(), mops_text),
+                    lat(x.p50_ns),
+                    lat(x.p99_ns),
+                    lat(num(x, "p999_ns")),
+                    num(x, "fences_per_op").map_or("-".into(), count_cell),
+                ]);
+                rows.push(row);
+            }
+        }
+    }
+    out.push_str(
+        "\nResults (Mops/s = million operations per second, wall clock; on-CPU = per second a worker was\n",
+    );
+    out.push_str(
+        "running; p50, p99, p99.9 = latency percentiles; fences/op = persist barriers per operation)\n",
+    );
+    out.push_str(&table(&head, &rows, 2));
+    if stopped {
+        out.push_str("* stopped by --max-seconds: throughput over the operations done\n");
+    }
+
+    if !c.skip_load {
+        let head = [
+            "index",
+            "load s",
+            "Mops/s",
+            "fences/insert",
+            "DRAM B/record",
+            "PM B/record",
+        ];
+        let mut rows = Vec::new();
+        for i in &run.indexes {
+            let Some(x) = r.results.iter().find(|x| x.variant == i.name) else {
+                continue;
+            };
+            let b = |k: &str| num(x, k).map_or("-".into(), |v| format!("{v:.1}"));
+            rows.push(vec![
+                i.name.clone(),
+                num(x, "load_s").map_or("-".into(), |v| format!("{v:.2}")),
+                num(x, "load_mops").map_or("-".into(), mops_text),
+                num(x, "load_fences_per_insert").map_or("-".into(), count_cell),
+                b("dram_B_per_rec"),
+                b("pm_B_per_rec"),
+            ]);
+        }
+        let _ = writeln!(
+            out,
+            "\nLoad of {} records with {} {}, and memory after it",
+            grouped(c.records),
+            c.threads[0],
+            if c.threads[0] == 1 {
+                "thread"
+            } else {
+                "threads"
+            }
+        );
+        out.push_str(&table(&head, &rows, 1));
+    }
+
+    for w in &run.warnings {
+        for l in wrap(&format!("note: {w}"), 0, TEXT_WIDTH) {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out.push('\n');
+    let e = &r.environment;
+    let machine = format!(
+        "machine: {}{}",
+        e.summary(),
+        e.loadavg_after
+            .map_or(String::new(), |l| format!(" -> {l:.2} after"))
+    );
+    for l in wrap(&machine, 0, TEXT_WIDTH) {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    if let Some(p) = paths {
+        let name = |f: &Path| {
+            f.file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        };
+        let dir = p
+            .json
+            .parent()
+            .map_or(String::new(), |d| d.display().to_string());
+        let mut l = format!(
+            "charts in {dir}/: {} (throughput), {} (on-CPU)",
+            name(&p.chart),
+            name(&p.chart_cpu)
+        );
+        if let Some(lat) = &p.chart_latency {
+            let _ = write!(l, ", {} (latency)", name(lat));
+        }
+        let _ = write!(
+            l,
+            "; every metric: {} (table), {} (JSON)",
+            name(&p.markdown),
+            name(&p.json)
+        );
+        for w in wrap(&l, 0, TEXT_WIDTH) {
+            out.push_str(&w);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(f: impl FnOnce(&mut IndexBenchConfig)) -> IndexBenchConfig {
+        let mut c = IndexBenchConfig::default();
+        f(&mut c);
+        c
+    }
+
+    #[test]
+    fn ratios_make_one_mix_and_the_read_ratio_is_the_rest() {
+        let c = cfg(|c| {
+            c.read_ratio = Some(0.5);
+            c.update_ratio = Some(0.5);
+        });
+        let j = c.jobs(Distribution::Uniform).unwrap();
+        assert_eq!(j.len(), 1);
+        assert_eq!(j[0].name, "r50i0u50d0s0");
+        assert_eq!(j[0].mix.read, 0.5);
+        let c = cfg(|c| c.insert_ratio = Some(1.0));
+        assert_eq!(c.jobs(Distribution::Uniform).unwrap()[0].name, "insert");
+        let c = cfg(|c| {
+            c.read_ratio = Some(0.9);
+            c.insert_ratio = Some(0.5);
+        });
+        assert!(c.jobs(Distribution::Uniform).is_err());
+    }
+
+    #[test]
+    fn standard_runs_and_mixed_use_selfsimilar() {
+        let c = cfg(|c| c.benches = vec!["lookup".into(), "mixed".into()]);
+        let j = c.jobs(Distribution::Uniform).unwrap();
+        assert_eq!(j.len(), 2);
+        assert_eq!(j[1].dist, Distribution::SelfSimilar(0.2));
+        let c = cfg(|c| c.benches = vec!["nope".into()]);
+        assert!(c.jobs(Distribution::Uniform).is_err());
+    }
+
+    #[test]
+    fn a_small_comparison_writes_table_json_and_charts() {
+        let out = std::env::temp_dir().join(format!("ferrite-bench-suite-{}", std::process::id()));
+        let c = cfg(|c| {
+            c.records = 2000;
+            c.operations = 2000;
+            c.threads = vec![1, 2];
+            c.compare = Some(vec![
+                "btreemap".into(),
+                "btreemap-u64".into(),
+                "redb-nosync".into(),
+            ]);
+            c.pool_dir = std::env::temp_dir();
+        });
+        let mut run = run(&c, &Quiet).unwrap();
+        assert_eq!(run.wrong_values, 0);
+        let paths = write_outputs(&mut run, &out, "index").unwrap();
+        let json = std::fs::read_to_string(&paths.json).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let results = v["results"].as_array().unwrap();
+        assert_eq!(results.len(), 3 * 2 * 6);
+        for r in results {
+            for f in [
+                "bench", "variant", "param", "threads", "mops", "p50_ns", "p99_ns",
+            ] {
+                assert!(r.get(f).is_some(), "missing {f} in {r}");
+            }
+        }
+        for name in ["btreemap", "btreemap-u64"] {
+            let lookup = results
+                .iter()
+                .find(|r| r["bench"] == "lookup" && r["variant"] == name)
+                .unwrap();
+            assert_eq!(lookup["hit_rate"], 1.0, "{name}");
+        }
+        let env = &v["environment"];
+        for k in [
+            "cpu_model",
+            "cpus",
+            "flush",
+            "durability",
+            "git_commit",
+            "date",
+        ] {
+            assert!(env.get(k).is_some(), "environment lacks {k}");
+        }
+        assert_eq!(env["workload"]["records"], 2000);
+        assert!(std::fs::read_to_string(&paths.chart)
+            .unwrap()
+            .starts_with("<svg"));
+        assert!(paths.markdown.exists());
+        let lat = std::fs::read_to_string(paths.chart_latency.as_ref().unwrap()).unwrap();
+        assert!(lat.contains(chart::index_color("btreemap-u64").unwrap()));
+        let t = text(&run, Some(&paths));
+        for l in t.lines() {
+            assert!(
+                l.chars().count() <= TEXT_WIDTH,
+                "{} columns: {l}",
+                l.chars().count()
+            );
+        }
+        assert!(t.contains("RwLock<BTreeMap<Vec<u8>, Vec<u8>>>"));
+        assert!(t.contains("RwLock<BTreeMap<u64, u64>>"));
+        let replotted = replot(&paths.json, &out, "again").unwrap();
+        assert_eq!(replotted.len(), 3);
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
+    fn the_default_text_fits_and_says_what_was_run() {
+        // A report with the default shape, without running anything.
+        let c = IndexBenchConfig::default();
+        let jobs = c.jobs(c.dist().unwrap()).unwrap();
+        let mut report = Report::new("index");
+        let names = [
+            "ferrite",
+            "ferrite-dram",
+            "btreemap",
+            "btreemap-u64",
+            "redb",
+        ];
+        for j in &jobs {
+            for n in names {
+                let mut b = BenchResult::new(&j.name, n, None, 1, 1.234)
+                    .with("mops_cpu", 2.5)
+                    .with("p999_ns", 12_345_678.0)
+                    .with("fences_per_op", 1.125)
+                    .with("load_s", 12.5)
+                    .with("load_mops", 0.08)
+                    .with("load_fences_per_insert", 1.12)
+                    .with("dram_B_per_rec", 137.9)
+                    .with("pm_B_per_rec", 135.2);
+                b.p50_ns = Some(50_104.0);
+                b.p99_ns = Some(4_120_687.0);
+                if n == "redb" {
+                    b = b.with("stopped_early", true);
+                }
+                report.results.push(b);
+            }
+        }
+        let indexes = names
+            .iter()
+            .map(|n| IndexInfo {
+                name: n.to_string(),
+                label: "a label long enough to need most of a line for what it is".into(),
+                contract: "fsync per commit, power-fail safe on a real disk (here the file is in /dev/shm)".into(),
+            })
+            .collect();
+        let run = IndexRun {
+            report,
+            indexes,
+            jobs,
+            config: c,
+            wrong_values: 0,
+            warnings: vec![],
+        };
+        let t = text(&run, None);
+        for l in t.lines() {
+            assert!(
+                l.chars().count() <= TEXT_WIDTH,
+                "{} columns: {l}",
+                l.chars().count()
+            );
+        }
+        assert!(t.contains("1,000,000 records"));
+        assert!(t.contains("8-byte integer keys"));
+        assert!(t.contains("mixed (50% lookup / 50% update"));
+        assert!(t.contains("80% of the operations on 20% of the keys"));
+        assert!(t.contains("* stopped by --max-seconds"));
+    }
+
+    #[test]
+    fn counts_read_well() {
+        assert_eq!(grouped(1_000_000), "1,000,000");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(count_text(10_000_000), "10M");
+        assert_eq!(count_text(250_000), "250K");
+    }
+}
