@@ -9,21 +9,14 @@ fn main() {
     println!("cargo:rerun-if-changed=include/tree_api.hpp");
     println!("cargo:rerun-if-changed=include/ferrite_pibench.h");
     println!("cargo:rerun-if-changed=tests/pibench_driver.cpp");
-    println!("cargo:rerun-if-env-changed=FERRITE_PIBENCH_BULK_LOAD");
-    // Current PiBench's vtable has bulk_load before find (the default); the
-    // first 2019 releases had none: FERRITE_PIBENCH_BULK_LOAD=0 selects that.
-    let bulk_load = std::env::var("FERRITE_PIBENCH_BULK_LOAD").map_or(true, |v| v != "0");
-    let mut b = cc::Build::new();
-    b.cpp(true)
+    cc::Build::new()
+        .cpp(true)
         .file("shim/ferrite_wrapper.cpp")
         .include("include")
         .flag_if_supported("-std=c++17")
         .warnings(true)
-        .extra_warnings(true);
-    if !bulk_load {
-        b.define("FERRITE_PIBENCH_NO_BULK_LOAD", None);
-    }
-    b.compile("ferrite_pibench_shim");
+        .extra_warnings(true)
+        .compile("ferrite_pibench_shim");
 
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let driver = out.join("pibench_driver");
@@ -37,9 +30,6 @@ fn main() {
         "-pthread",
         "-Iinclude",
     ]);
-    if !bulk_load {
-        cmd.arg("-DFERRITE_PIBENCH_NO_BULK_LOAD");
-    }
     let status = cmd
         .arg("tests/pibench_driver.cpp")
         .arg("-o")
