@@ -12,7 +12,7 @@ repo=$(cd "$here/../.." && pwd)
 
 # ---- configuration (environment) ----------------------------------------
 PIBENCH_REPO=${PIBENCH_REPO:-https://github.com/sfu-dis/pibench}
-PIBENCH_COMMIT=${PIBENCH_COMMIT:-11c74d694331967e58cfb555d06820f8a627a6f4}
+PIBENCH_COMMIT=${PIBENCH_COMMIT:-11c74d694331967e58cfb555d06820f8a627a6f4}   # the adapter's interface is this commit's
 WORK=${WORK:-${TMPDIR:-/tmp}/ferrite-pibench}
 PIBENCH_SRC=${PIBENCH_SRC:-$WORK/pibench}            # cloned here if absent
 PIBENCH_BUILD=${PIBENCH_BUILD:-$WORK/pibench-build}
@@ -53,7 +53,7 @@ fetch_pibench() {
     git clone --quiet "$PIBENCH_REPO" "$PIBENCH_SRC" \
         || die "could not clone $PIBENCH_REPO (no network?); set PIBENCH_SRC to a PiBench checkout"
     git -C "$PIBENCH_SRC" checkout --quiet "$PIBENCH_COMMIT" \
-        || die "commit $PIBENCH_COMMIT is not in $PIBENCH_REPO; set PIBENCH_COMMIT"
+        || die "commit $PIBENCH_COMMIT is not in $PIBENCH_REPO; use a clone that has it (PIBENCH_REPO or PIBENCH_SRC)"
 }
 
 # PiBench's CMakeLists runs `make lib` in $PIBENCH_SRC/pcm (the Intel PCM git
