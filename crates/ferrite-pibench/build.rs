@@ -1,46 +1,83 @@
 //! Compiles the C++ tree_api shim into the library, and the dlopen test driver
 //! (an executable that loads the library the way PiBench does) next to it.
+//!
+//! The driver is compiled against PiBench's own `include/tree_api.hpp` when a
+//! checkout is available ($PIBENCH_SRC, else the one scripts/pibench/run.sh
+//! clones by default), and otherwise against tests/interface/tree_api.hpp, our
+//! statement of the pinned commit's interface. Never against the adapter's
+//! include/tree_api.hpp: the test must not share the adapter's idea of the
+//! layout. `FERRITE_PIBENCH_UPSTREAM_HEADER` tells the tests which was used.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// PiBench's header to compile the driver against, if a checkout is here.
+fn upstream_header() -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed=PIBENCH_SRC");
+    let nonempty = |v: &std::ffi::OsString| !v.is_empty();
+    if let Some(src) = std::env::var_os("PIBENCH_SRC").filter(nonempty) {
+        let h = Path::new(&src).join("include/tree_api.hpp");
+        if !h.is_file() {
+            panic!(
+                "PIBENCH_SRC={}: no include/tree_api.hpp there (unset it to use \
+                 tests/interface/tree_api.hpp)",
+                Path::new(&src).display()
+            );
+        }
+        return Some(h);
+    }
+    // run.sh's default: WORK=${TMPDIR:-/tmp}/ferrite-pibench, PIBENCH_SRC=$WORK/pibench.
+    // A checkout made there after this script last ran is only noticed once
+    // PIBENCH_SRC or TMPDIR changes (watching a missing path would rebuild on
+    // every build).
+    println!("cargo:rerun-if-env-changed=TMPDIR");
+    let tmp = std::env::var_os("TMPDIR")
+        .filter(nonempty)
+        .map_or_else(|| PathBuf::from("/tmp"), PathBuf::from);
+    let h = tmp.join("ferrite-pibench/pibench/include/tree_api.hpp");
+    h.is_file().then_some(h)
+}
 
 fn main() {
     println!("cargo:rerun-if-changed=shim/ferrite_wrapper.cpp");
     println!("cargo:rerun-if-changed=include/tree_api.hpp");
     println!("cargo:rerun-if-changed=include/ferrite_pibench.h");
     println!("cargo:rerun-if-changed=tests/pibench_driver.cpp");
-    println!("cargo:rerun-if-env-changed=FERRITE_PIBENCH_BULK_LOAD");
-    // Current PiBench's vtable has bulk_load before find (the default); the
-    // first 2019 releases had none: FERRITE_PIBENCH_BULK_LOAD=0 selects that.
-    let bulk_load = std::env::var("FERRITE_PIBENCH_BULK_LOAD").map_or(true, |v| v != "0");
-    let mut b = cc::Build::new();
-    b.cpp(true)
+    println!("cargo:rerun-if-changed=tests/interface/tree_api.hpp");
+    cc::Build::new()
+        .cpp(true)
         .file("shim/ferrite_wrapper.cpp")
         .include("include")
         .flag_if_supported("-std=c++17")
         .warnings(true)
-        .extra_warnings(true);
-    if !bulk_load {
-        b.define("FERRITE_PIBENCH_NO_BULK_LOAD", None);
-    }
-    b.compile("ferrite_pibench_shim");
+        .extra_warnings(true)
+        .compile("ferrite_pibench_shim");
+
+    let upstream = upstream_header();
+    // -isystem for PiBench's header: its warnings (unused parameters) are not ours.
+    let (include, label) = match &upstream {
+        Some(h) => {
+            println!("cargo:rerun-if-changed={}", h.display());
+            let dir = h.parent().expect("header has a directory");
+            (
+                format!("-isystem{}", dir.display()),
+                format!("PiBench's {}", h.display()),
+            )
+        }
+        None => (
+            "-Itests/interface".to_string(),
+            "tests/interface/tree_api.hpp (no PiBench checkout)".to_string(),
+        ),
+    };
+    let label = label.replace(['"', '\\'], "?");
 
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let driver = out.join("pibench_driver");
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "g++".into());
-    let mut cmd = Command::new(&cxx);
-    cmd.args([
-        "-std=c++17",
-        "-O2",
-        "-Wall",
-        "-Wextra",
-        "-pthread",
-        "-Iinclude",
-    ]);
-    if !bulk_load {
-        cmd.arg("-DFERRITE_PIBENCH_NO_BULK_LOAD");
-    }
-    let status = cmd
+    let status = Command::new(&cxx)
+        .args(["-std=c++17", "-O2", "-Wall", "-Wextra", "-pthread"])
+        .arg(include)
+        .arg(format!("-DFERRITE_PIBENCH_INTERFACE=\"{label}\""))
         .arg("tests/pibench_driver.cpp")
         .arg("-o")
         .arg(&driver)
@@ -48,11 +85,21 @@ fn main() {
         .status();
     match status {
         Ok(s) if s.success() => {}
-        Ok(s) => panic!("{cxx} failed to compile tests/pibench_driver.cpp: {s}"),
+        Ok(s) => panic!(
+            "{cxx} failed to compile tests/pibench_driver.cpp against {label}: {s} \
+             (a compile error here can mean the interface changed)"
+        ),
         Err(e) => panic!("cannot run {cxx} (the PiBench adapter needs a C++ compiler): {e}"),
     }
     println!(
         "cargo:rustc-env=FERRITE_PIBENCH_DRIVER={}",
         driver.display()
+    );
+    println!(
+        "cargo:rustc-env=FERRITE_PIBENCH_UPSTREAM_HEADER={}",
+        upstream
+            .as_deref()
+            .map(Path::display)
+            .map_or(String::new(), |d| d.to_string())
     );
 }

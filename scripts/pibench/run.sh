@@ -2,6 +2,8 @@
 # Runs the real PiBench driver (github.com/sfu-dis/pibench) against Ferrite's
 # PiBench adapter (libferrite_pibench.so) and PiBench's own std::map wrapper
 # (wrappers/stlmap, the same-run calibration baseline), then prints a summary.
+# Exits non-zero, naming them, when any run failed (crash, timeout, missing
+# key, non-zero exit of PiBench, no result in its output).
 # See scripts/pibench/README.md. Nothing of PiBench is kept in this repository.
 set -euo pipefail
 
@@ -10,7 +12,7 @@ repo=$(cd "$here/../.." && pwd)
 
 # ---- configuration (environment) ----------------------------------------
 PIBENCH_REPO=${PIBENCH_REPO:-https://github.com/sfu-dis/pibench}
-PIBENCH_COMMIT=${PIBENCH_COMMIT:-11c74d694331967e58cfb555d06820f8a627a6f4}
+PIBENCH_COMMIT=${PIBENCH_COMMIT:-11c74d694331967e58cfb555d06820f8a627a6f4}   # the adapter's interface is this commit's
 WORK=${WORK:-${TMPDIR:-/tmp}/ferrite-pibench}
 PIBENCH_SRC=${PIBENCH_SRC:-$WORK/pibench}            # cloned here if absent
 PIBENCH_BUILD=${PIBENCH_BUILD:-$WORK/pibench-build}
@@ -31,8 +33,9 @@ LATENCY=${LATENCY-0.1}                   # --latency_sampling for the extra late
 LATENCY_LIBS=${LATENCY_LIBS:-ferrite}
 LATENCY_WORKLOADS=${LATENCY_WORKLOADS:-"lookup insert"}
 LATENCY_THREADS=${LATENCY_THREADS:-1}
-RUN_TIMEOUT=${RUN_TIMEOUT:-600}          # seconds per PiBench run (a racy stlmap load can hang)
+RUN_TIMEOUT=${RUN_TIMEOUT:-600}          # seconds per PiBench run; a run that takes longer has failed
 SKIP_BUILD=${SKIP_BUILD:-0}              # 1: reuse $PIBENCH_BUILD and the adapter in $CARGO_TARGET_DIR
+PREFLIGHT=${PREFLIGHT:-1}                # 0: skip the adapter's tests against this checkout's tree_api.hpp
 JOBS=${JOBS:-2}
 
 log() { echo "[pibench] $*" >&2; }
@@ -50,7 +53,7 @@ fetch_pibench() {
     git clone --quiet "$PIBENCH_REPO" "$PIBENCH_SRC" \
         || die "could not clone $PIBENCH_REPO (no network?); set PIBENCH_SRC to a PiBench checkout"
     git -C "$PIBENCH_SRC" checkout --quiet "$PIBENCH_COMMIT" \
-        || die "commit $PIBENCH_COMMIT is not in $PIBENCH_REPO; set PIBENCH_COMMIT"
+        || die "commit $PIBENCH_COMMIT is not in $PIBENCH_REPO; use a clone that has it (PIBENCH_REPO or PIBENCH_SRC)"
 }
 
 # PiBench's CMakeLists runs `make lib` in $PIBENCH_SRC/pcm (the Intel PCM git
@@ -165,9 +168,19 @@ build_pibench() {
         >"$PIBENCH_BUILD/build.log" 2>&1 || { tail -30 "$PIBENCH_BUILD/build.log"; die "PiBench build failed"; }
 }
 
+# PIBENCH_SRC is passed to cargo: the adapter's tests then compile their
+# driver against this checkout's include/tree_api.hpp (crates/ferrite-pibench/
+# build.rs), so a vtable or tree_options_t mismatch fails here, before any run.
 build_adapter() {
     log "building libferrite_pibench.so (cargo, CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-    (cd "$repo" && CARGO_TARGET_DIR="$CARGO_TARGET_DIR" cargo build --release -p ferrite-pibench)
+    (cd "$repo" && PIBENCH_SRC="$PIBENCH_SRC" CARGO_TARGET_DIR="$CARGO_TARGET_DIR" \
+        cargo build --release -p ferrite-pibench)
+    [ "$PREFLIGHT" = 1 ] || return 0
+    mkdir -p "$WORK"
+    log "preflight: the adapter's tests against $PIBENCH_SRC/include/tree_api.hpp"
+    (cd "$repo" && PIBENCH_SRC="$PIBENCH_SRC" CARGO_TARGET_DIR="$CARGO_TARGET_DIR" \
+        cargo test --release -p ferrite-pibench) >"$WORK/preflight.log" 2>&1 ||
+        { tail -30 "$WORK/preflight.log"; die "the adapter does not match $PIBENCH_SRC's interface (see $WORK/preflight.log; PREFLIGHT=0 skips this)"; }
 }
 
 # ---- runs ------------------------------------------------------------------
@@ -191,7 +204,7 @@ workload_args() {
     esac
 }
 
-RESULTS=""   # TSV rows: lib workload threads latency run rc load_ms completed_ops succeeded_ops p50 p99 p999 log
+RESULTS=""   # TSV rows: lib workload threads latency run rc load_ms completed_ops succeeded_ops p50 p99 p999 log failure
 POOL=""
 cleanup_pool() { [ -n "$POOL" ] && rm -f "$POOL"; return 0; }
 trap cleanup_pool EXIT
@@ -227,8 +240,20 @@ run_one() { # lib workload threads latency run
     p50=$(sed -n 's/^[[:space:]]*50%: \([0-9]*\).*/\1/p' "$logf" | head -1)
     p99=$(sed -n 's/^[[:space:]]*99%: \([0-9]*\).*/\1/p' "$logf" | head -1)
     p999=$(sed -n 's/^[[:space:]]*99\.9%: \([0-9]*\).*/\1/p' "$logf" | head -1)
-    [ "$rc" -ne 0 ] && log "$tag: exit $rc (see $logf)"
-    RESULTS+="$lib	$wl	$t	${lat:--}	$run	$rc	${load:--}	${comp:--}	${succ:--}	${p50:--}	${p99:--}	${p999:--}	$logf
+    local why=""
+    if [ "$rc" -eq 124 ]; then
+        why="timed out after ${RUN_TIMEOUT}s"
+    elif [ "$rc" -gt 128 ]; then
+        why="killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)) 2>/dev/null || echo '?'))"
+    elif grep -q "Error: missing key" "$logf"; then
+        why="missing key at load verification (exit $rc)"
+    elif [ "$rc" -ne 0 ]; then
+        why="exit $rc"
+    elif [ -z "$comp" ]; then
+        why="no throughput in PiBench's output"
+    fi
+    [ -n "$why" ] && log "$tag: FAILED: $why (see $logf)"
+    RESULTS+="$lib	$wl	$t	${lat:--}	$run	$rc	${load:--}	${comp:--}	${succ:--}	${p50:--}	${p99:--}	${p999:--}	$logf	${why:--}
 "
 }
 
@@ -249,14 +274,15 @@ hdr = ["lib", "workload", "thr", "lat", "Mops/s", "succ Mops/s", "load s", "p50 
 print("| " + " | ".join(hdr) + " |")
 print("|" + "|".join("---" for _ in hdr) + "|")
 for (lib, wl, t, lat), rs in cells.items():
-    ok = [r for r in rs if r[5] == "0"]
+    ok = [r for r in rs if r[13] == "-"]
     print("| " + " | ".join([lib, wl, t, lat,
         med([r[7] for r in ok], 1e6), med([r[8] for r in ok], 1e6), med([r[6] for r in ok], 1e3),
         med([r[9] for r in ok], fmt="{:.0f}"), med([r[10] for r in ok], fmt="{:.0f}"),
         med([r[11] for r in ok], fmt="{:.0f}"), f"{len(ok)}/{len(rs)}"]) + " |")
-bad = [r for r in rows if r[5] != "0"]
-for r in bad:
-    print(f"FAILED: {r[0]} {r[1]} t={r[2]} run {r[4]}: exit {r[5]} ({r[12]})")
+for r in rows:
+    if r[13] != "-":
+        lat = "" if r[3] == "-" else f" latency {r[3]}"
+        print(f"FAILED: {r[0]} {r[1]} t={r[2]}{lat} run {r[4]}: {r[13]} ({r[12]})")
 EOF
 }
 
@@ -298,6 +324,14 @@ main() {
     fi
     summary | tee "$OUT/summary.md"
     log "logs and summary in $OUT"
+    local failed
+    failed=$(printf '%s' "$RESULTS" | awk -F'\t' '$14 != "-"' | wc -l)
+    if [ "$failed" -gt 0 ]; then
+        log "$failed of $(printf '%s' "$RESULTS" | grep -c .) runs FAILED:"
+        printf '%s' "$RESULTS" | awk -F'\t' '$14 != "-" {
+            printf "[pibench]   %s %s t=%s%s run %s: %s\n", $1, $2, $3, ($4 == "-" ? "" : " latency " $4), $5, $14 }' >&2
+        exit 1
+    fi
 }
 
 main "$@"

@@ -40,6 +40,11 @@ const char* ferrite_kv_name(ferrite_kv* kv);
 /* The last error on this thread (valid until the next call on this thread). */
 const char* ferrite_kv_last_error(void);
 
+/* PiBench adapter: how many times the driver called tls_setup (the last
+ * tree_api vtable slot) on a tree that create_tree returned; -1 for NULL or a
+ * tree of another library. */
+int64_t ferrite_pibench_tls_setups(const void* tree);
+
 #ifdef __cplusplus
 }
 #endif

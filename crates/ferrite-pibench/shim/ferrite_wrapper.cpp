@@ -1,6 +1,8 @@
 // PiBench's tree_api over Ferrite's C ABI. The driver calls these methods from
 // its worker threads; the C ABI is thread-safe, and scan results live in a
 // per-thread buffer as the interface asks.
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <new>
 #include <vector>
@@ -50,10 +52,22 @@ public:
         return n < 0 ? 0 : n;
     }
 
+    // PiBench calls this on every worker thread before the thread's first
+    // operation of each phase (bulk load, load, verification, run). Ferrite
+    // needs no per-thread setup: every ferrite_kv_* call is thread-safe, and
+    // its per-thread state (scan and value buffers, allocator caches, write
+    // stripe, persist counters) is created on the thread's first use. So this
+    // only counts the calls, which lets the dlopen test prove that the
+    // driver's last vtable slot reaches this method (ferrite_pibench_tls_setups).
+    void tls_setup() override { tls_setups_.fetch_add(1, std::memory_order_relaxed); }
+
+    std::uint64_t tls_setups() const { return tls_setups_.load(std::memory_order_relaxed); }
+
 private:
     ferrite_kv* kv_;
     std::size_t key_size_;
     std::size_t value_size_;
+    std::atomic<std::uint64_t> tls_setups_{0};
 };
 
 }  // namespace
@@ -73,4 +87,11 @@ extern "C" tree_api* ferrite_pibench_create_tree(const tree_options_t* opt) {
         std::fprintf(stderr, "ferrite: create_tree failed: out of memory\n");
         return nullptr;
     }
+}
+
+// Called by the Rust-side `ferrite_pibench_tls_setups` (exported): how often
+// tls_setup ran on this tree; -1 when the tree is not one of ours.
+extern "C" std::int64_t ferrite_pibench_tree_tls_setups(const tree_api* tree) {
+    const auto* t = dynamic_cast<const ferrite_tree*>(tree);
+    return t == nullptr ? -1 : static_cast<std::int64_t>(t->tls_setups());
 }

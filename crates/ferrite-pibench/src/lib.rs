@@ -346,6 +346,8 @@ pub extern "C" fn ferrite_kv_last_error() -> *const c_char {
 extern "C" {
     /// The C++ shim's constructor of the `tree_api` object.
     fn ferrite_pibench_create_tree(opt: *const c_void) -> *mut c_void;
+    /// The C++ shim's count of `tls_setup` calls on a tree (-1: not ours).
+    fn ferrite_pibench_tree_tls_setups(tree: *const c_void) -> i64;
 }
 
 /// PiBench's entry point: `extern "C" tree_api* create_tree(const
@@ -363,4 +365,24 @@ pub unsafe extern "C" fn create_tree(opt: *const c_void) -> *mut c_void {
     // SAFETY: opt points to a tree_options_t (the caller's contract); the shim
     // catches every C++ exception.
     unsafe { ferrite_pibench_create_tree(opt) }
+}
+
+/// How many times PiBench's `tls_setup` (the last `tree_api` vtable slot) ran
+/// on `tree`, an object returned by [`create_tree`]; -1 for null or for an
+/// object of another library. The adapter's `tls_setup` does nothing else (see
+/// `shim/ferrite_wrapper.cpp`); the dlopen test uses this to prove that the
+/// driver's call through that slot reaches the adapter.
+///
+/// # Safety
+/// `tree` must be null or point to a live object derived from PiBench's
+/// `tree_api` (one [`create_tree`] returned and not yet deleted).
+#[no_mangle]
+pub unsafe extern "C" fn ferrite_pibench_tls_setups(tree: *const c_void) -> i64 {
+    if tree.is_null() {
+        return -1;
+    }
+    // SAFETY: tree points to a live tree_api object (the caller's contract); the
+    // shim only reads it through a dynamic_cast, which yields null (reported as
+    // -1) for a tree_api of another library, and throws nothing.
+    unsafe { ferrite_pibench_tree_tls_setups(tree) }
 }

@@ -1,6 +1,15 @@
 //! Loads the built `libferrite_pibench.so` with `dlopen` through PiBench's
 //! interface (a C++ driver compiled by build.rs) and checks every method, for
 //! each index the adapter can serve.
+//!
+//! The driver is compiled against PiBench's own `include/tree_api.hpp` when a
+//! checkout is available ($PIBENCH_SRC, or scripts/pibench/run.sh's clone) and
+//! otherwise against `tests/interface/tree_api.hpp`, never against the
+//! adapter's header. It first checks that every slot of that interface, up to
+//! the last (`tls_setup`), holds a function of the adapter library in the
+//! adapter object's vtable, then calls them all and checks that the adapter
+//! counted each `tls_setup` call (see `tests/pibench_driver.cpp`). An adapter
+//! whose vtable is shorter than the driver's fails here with "VTABLE MISMATCH".
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -58,6 +67,26 @@ fn run_check(index: &str, pool: Option<&str>) {
         out.status
     );
     assert!(stdout.contains("checks passed"), "{index}: {stdout}");
+    // The driver says which tree_api.hpp it was compiled against: PiBench's own
+    // whenever build.rs found a checkout.
+    let upstream = env!("FERRITE_PIBENCH_UPSTREAM_HEADER");
+    let interface = stdout.lines().find(|l| l.starts_with("interface: "));
+    eprintln!("{index}: {}", interface.unwrap_or("(no interface line)"));
+    let want = if upstream.is_empty() {
+        "tests/interface/tree_api.hpp"
+    } else {
+        upstream
+    };
+    assert!(
+        interface.is_some_and(|l| l.contains(want)),
+        "{index}: driver not compiled against {want}:\n{stdout}"
+    );
+    // The exact vtable length check needs the library's symbol table, which
+    // cargo's builds of this workspace keep (no `strip` in the profiles).
+    assert!(
+        stdout.contains("vtable length: 9 slots, as the interface"),
+        "{index}: the vtable length was not checked (library stripped?):\n{stdout}"
+    );
 }
 
 #[test]
