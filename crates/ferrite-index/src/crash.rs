@@ -211,7 +211,10 @@ impl Recovery for IndexRecovery {
     type Store = FerriteIndex;
 
     fn open(&mut self) -> KvResult<FerriteIndex> {
-        FerriteIndex::open_or_create(&self.pool, CRASH_OBJECT)
+        let idx = FerriteIndex::open_or_create(&self.pool, CRASH_OBJECT);
+        // What follows (scans, structure and space checks) is not recovery.
+        ferrite_pm::crash::recovered(&self.pool);
+        idx
     }
 
     fn check_structure(&mut self, idx: &FerriteIndex) -> Result<(), String> {
@@ -225,7 +228,7 @@ impl Recovery for IndexRecovery {
 
 /// Checks a recovered image against the journal (the generic oracle with the
 /// index's [`IndexRecovery`]).
-pub fn crash_check(pool: Pool, j: &Journal<Op>) -> Result<(), String> {
+pub fn crash_check(pool: Pool, j: &Journal<Op>) -> Result<oracle::Model, String> {
     oracle::check_recovered(IndexRecovery { pool }, &j.acked, j.in_flight.as_ref())
 }
 

@@ -175,6 +175,36 @@ impl<'p> Marker<'p> {
     /// structures can stop), and an error when `off` is not the start of a block
     /// of this object (a corrupt pointer).
     pub fn mark(&mut self, off: u64) -> Result<bool> {
+        let (c, bit, bytes) = self.locate(off)?;
+        let words = (self.pool.header().chunk_size / 64).div_ceil(64) as usize;
+        let m = self.marks.entry(c).or_insert_with(|| vec![0; words]);
+        let (w, b) = (bit / 64, bit % 64);
+        if m[w] & (1 << b) != 0 {
+            return Ok(false);
+        }
+        m[w] |= 1 << b;
+        self.live_blocks += 1;
+        self.live_bytes += bytes;
+        Ok(true)
+    }
+
+    /// Checks, without marking, that `[off, off+len)` lies inside one block of
+    /// this object that starts at `off`. Recovery calls it before it writes to
+    /// a block it reached through a pointer read from PM, so a corrupt pointer
+    /// can never make it write into another object's memory.
+    pub fn check_block(&self, off: u64, len: u64) -> Result<()> {
+        let (_, _, bytes) = self.locate(off)?;
+        if len > bytes {
+            return Err(PmError::CorruptObject {
+                object: self.name.clone(),
+                detail: format!("pointer {off:#x} names a {bytes}-byte block, expected {len}"),
+            });
+        }
+        Ok(())
+    }
+
+    /// The chunk, block index and block size of the block starting at `off`.
+    fn locate(&self, off: u64) -> Result<(usize, usize, u64)> {
         let corrupt = |detail: String| PmError::CorruptObject {
             object: self.name.clone(),
             detail,
@@ -202,16 +232,7 @@ impl<'p> Marker<'p> {
             chunk_kind::LARGE_HEAD if rel == 0 => (0, e.run as u64 * self.pool.header().chunk_size),
             _ => return Err(corrupt(format!("pointer {off:#x} is not a block boundary"))),
         };
-        let words = (self.pool.header().chunk_size / 64).div_ceil(64) as usize;
-        let m = self.marks.entry(c).or_insert_with(|| vec![0; words]);
-        let (w, b) = (bit / 64, bit % 64);
-        if m[w] & (1 << b) != 0 {
-            return Ok(false);
-        }
-        m[w] |= 1 << b;
-        self.live_blocks += 1;
-        self.live_bytes += bytes;
-        Ok(true)
+        Ok((c, bit, bytes))
     }
 
     /// The pool being traced (to read the structure's blocks).

@@ -264,8 +264,8 @@ mod tests {
         b.flush(base, 64);
         b.flush(base, 64);
         assert_eq!(b.pending(), 2);
-        b.commit();
-        b.commit();
+        b.commit().unwrap();
+        b.commit().unwrap();
         assert_eq!(persist::thread_stats().since(before).fences, 9);
     }
 }

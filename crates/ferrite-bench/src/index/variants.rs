@@ -46,6 +46,9 @@ fn pool_contract(d: ferrite_pm::Durability) -> &'static str {
     use ferrite_pm::Durability as D;
     match d {
         D::Pm => "power-fail safe (DAX device mapped with MAP_SYNC)",
+        D::PmEadrAssumed => {
+            "power-fail safe only on an eADR platform (MAP_SYNC, no write-back issued)"
+        }
         D::EmulatedShm => "survives a process crash, not power loss (tmpfs is DRAM)",
         D::EmulatedFile => "survives a process crash, not power loss (page cache, no DAX)",
         D::FileMsync => "power-fail safe (msync at every fence, block-device speed)",

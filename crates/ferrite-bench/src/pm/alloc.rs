@@ -45,7 +45,7 @@ pub fn alloc(a: &AllocConfig) -> Result<BenchOutput> {
         for o in offs.drain(..) {
             heap.free(o)?;
         }
-        pool.fence(); // lets the freed blocks be reused, as a structure's persist would
+        pool.fence()?; // lets the freed blocks be reused, as a structure's persist would
     }
     let ferrite_af = n as f64 / t0.elapsed().as_secs_f64() / 1e6;
     let mut boxes: Vec<Box<[u8]>> = Vec::with_capacity(batch);

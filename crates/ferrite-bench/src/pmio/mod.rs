@@ -691,9 +691,13 @@ impl Leaves<'_> {
         let (i, p) = self.leaf(k);
         let s = self.claim(i, p);
         self.write_kv(p, s, k);
-        self.pool.fence();
+        self.pool
+            .fence()
+            .expect("benchmark pools are on tmpfs: fences cannot fail");
         self.publish(i, p, s);
-        self.pool.fence();
+        self.pool
+            .fence()
+            .expect("benchmark pools are on tmpfs: fences cannot fail");
     }
 
     fn lookup_plain(&self, k: u64) -> Option<u64> {
@@ -797,7 +801,7 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
                     })
                 },
                 |_| {},
-            );
+            )?;
             let secs = t.secs();
             let d = persist::thread_stats().since(before);
             Ok((
@@ -850,7 +854,7 @@ fn bench_interleave(o: &BenchOpts) -> Result<BenchOutput> {
                     })
                 },
                 |_| {},
-            );
+            )?;
             Ok((ops as f64 / t.secs() / 1e6, 0.0, 0.0, 0.0, 0.0))
         };
         let look = median(o.reps, || Ok(()), run_lookups)?;

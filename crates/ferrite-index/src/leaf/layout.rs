@@ -286,20 +286,27 @@ impl Leaf {
     #[inline]
     pub fn set_key_word(&self, slot: usize, v: u64) {
         let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-        self.w(l * LINE_WORDS + 1 + 2 * s)
-            .store(v, Ordering::Release);
+        self.store(l * LINE_WORDS + 1 + 2 * s, v);
     }
 
     #[inline]
     pub fn set_val_word(&self, slot: usize, v: u64) {
         let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-        self.w(l * LINE_WORDS + 2 + 2 * s)
-            .store(v, Ordering::Release);
+        self.store(l * LINE_WORDS + 2 + 2 * s, v);
     }
 
     #[inline]
     pub fn set_hdr(&self, line: usize, h: u64) {
-        self.w(line * LINE_WORDS).store(h, Ordering::Release);
+        self.store(line * LINE_WORDS, h);
+    }
+
+    /// Stores word `i` of the leaf. Every persistent store goes through here:
+    /// entries before the header word that validates them in the same line is
+    /// the order the one-barrier insert relies on (x86-TSO within a line), and
+    /// the crash simulator records it to produce only images that order allows.
+    #[inline]
+    pub fn store(&self, i: usize, v: u64) {
+        ferrite_pm::store_u64(self.w(i), v, Ordering::Release);
     }
 
     #[inline]

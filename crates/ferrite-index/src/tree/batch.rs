@@ -106,7 +106,7 @@ impl FerriteIndex {
         let off = self.heap.alloc(bytes.len()).map_err(pm)?;
         let p = self.pool.at(off, bytes.len());
         self.pool.nt_copy(p, &bytes);
-        self.fence();
+        self.fence()?;
         self.pool.set_root(self.id, R_LOG, off).map_err(pm)?;
         self.apply_batch(&batch.ops)?;
         self.pool.set_root(self.id, R_LOG, 0).map_err(pm)?;
@@ -124,8 +124,7 @@ impl FerriteIndex {
         self.apply_batch(&ops)?;
         self.pool.set_root(self.id, R_LOG, 0).map_err(pm)?;
         let _ = self.heap.free(off);
-        self.pool.fence();
-        Ok(())
+        self.pool.fence().map_err(pm)
     }
 }
 

@@ -227,7 +227,7 @@ impl FerriteIndex {
             init_leaf(lf, 0);
             lf.lock_word().store(0, Ordering::Relaxed);
             idx.flush(lf.line_ptr(0), LEAF_SIZE);
-            idx.fence();
+            idx.fence()?;
             pool.set_root(id, R_FORMAT, FORMAT_TAG).map_err(pm)?;
             pool.set_root(id, R_HEAD, off).map_err(pm)?;
             idx.head = off;
@@ -320,10 +320,27 @@ impl FerriteIndex {
         self.flush(lf.line_ptr(line), 64);
     }
 
+    /// A persist barrier (none in volatile mode). It fails only in msync mode
+    /// when a write-back failed; the pool is then poisoned, so every later
+    /// fence fails too. Multi-step protocols therefore finish their in-memory
+    /// steps and report the failure once, at the end ([`Self::fence_step`]).
     #[inline]
-    fn fence(&self) {
+    fn fence(&self) -> KvResult<()> {
         if self.durable {
-            self.pool.fence();
+            self.pool.fence().map_err(pm)?;
+        }
+        Ok(())
+    }
+
+    /// A barrier inside a multi-step protocol: a failure is remembered in
+    /// `res` (the first one wins) and the protocol carries on, so DRAM never
+    /// shows a half-done step; the operation returns `res` at its end.
+    #[inline]
+    fn fence_step(&self, res: &mut KvResult<()>) {
+        if let Err(e) = self.fence() {
+            if res.is_ok() {
+                *res = Err(e);
+            }
         }
     }
 

@@ -63,8 +63,8 @@ impl FerriteIndex {
         }
         if !self.durable {
             // The heap reuses a freed block after this thread's next fence;
-            // volatile mode issues none otherwise.
-            self.pool.fence();
+            // volatile mode issues none otherwise (and cannot fail).
+            let _ = self.pool.fence();
         }
     }
 
@@ -72,7 +72,7 @@ impl FerriteIndex {
     pub(super) fn quiesce(&self) -> Vec<u64> {
         epoch::pin().flush();
         self.drain_reclaim();
-        self.pool.fence();
+        let _ = self.pool.fence();
         let r = self
             .reclaim
             .retired

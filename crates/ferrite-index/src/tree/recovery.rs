@@ -99,10 +99,11 @@ fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<RecKey<'_>>, PmError> {
     Ok(out)
 }
 
-fn persist_line(pool: &Pool, lf: Leaf, l: usize, durable: bool) {
+fn persist_line(pool: &Pool, lf: Leaf, l: usize, durable: bool) -> Result<(), PmError> {
     if durable {
-        pool.persist(lf.line_ptr(l), 64);
+        pool.persist(lf.line_ptr(l), 64)?;
     }
+    Ok(())
 }
 
 /// Walks the leaf chain: finishes interrupted splits, rolls back interrupted
@@ -124,10 +125,14 @@ pub(super) fn recover(
     }
     let base = pool.base();
     let max_leaves = pool.size() / LEAF_SIZE as u64;
-    let check_leaf = |off: u64| -> Result<Leaf, PmError> {
+    // Ownership first: recovery writes into leaves (lock word, repairs), so a
+    // pointer must name a leaf-sized block of *this* object before anything
+    // else is read or written through it.
+    let check_leaf = |m: &Marker<'_>, off: u64| -> Result<Leaf, PmError> {
         if off & 255 != 0 || !pool.contains(off, LEAF_SIZE) {
             return Err(corrupt(format!("leaf pointer {off:#x} is invalid")));
         }
+        m.check_block(off, LEAF_SIZE as u64)?;
         let lf = Leaf { base, off };
         if lf.w(W_MAGIC).load(Ordering::Relaxed) != LEAF_MAGIC {
             return Err(corrupt(format!("block {off:#x} is not an index leaf")));
@@ -147,10 +152,10 @@ pub(super) fn recover(
                 let l = o / PER_LINE;
                 clear_entry(&mut h, o, wide);
                 lf.set_hdr(l, h[l]);
-                persist_line(&pool, lf, l, durable);
+                persist_line(&pool, lf, l, durable)?;
             }
-            lf.w(W_PENDING).store(0, Ordering::Relaxed);
-            persist_line(&pool, lf, W_PENDING / LINE_WORDS, durable);
+            lf.store(W_PENDING, 0);
+            persist_line(&pool, lf, W_PENDING / LINE_WORDS, durable)?;
             rec.repaired += 1;
         }
         leaf_keys(&pool, lf)
@@ -177,7 +182,7 @@ pub(super) fn recover(
     };
 
     // `prev`: the last leaf kept, not yet finalised (marked), with its keys.
-    let head_lf = check_leaf(head)?;
+    let head_lf = check_leaf(m, head)?;
     let mut prev = (head_lf, prepare(head_lf, rec)?);
     let mut prev_low: Option<Sep> = None;
     let mut steps = 0u64;
@@ -190,13 +195,13 @@ pub(super) fn recover(
         if steps > max_leaves {
             return Err(corrupt("leaf chain has a cycle".into()));
         }
-        let cur = check_leaf(next)?;
+        let cur = check_leaf(m, next)?;
         let keys = prepare(cur, rec)?;
         if keys.is_empty() {
             // An empty leaf (other than the head): unlink it; it stays unmarked
             // and so becomes free.
-            prev.0.w(W_NEXT).store(cur.next(), Ordering::Release);
-            persist_line(&pool, prev.0, 0, durable);
+            prev.0.store(W_NEXT, cur.next());
+            persist_line(&pool, prev.0, 0, durable)?;
             rec.unlinked += 1;
             continue;
         }
@@ -221,7 +226,7 @@ pub(super) fn recover(
             for l in 0..LINES {
                 if hdrs[l] != before[l] {
                     prev.0.set_hdr(l, hdrs[l]);
-                    persist_line(&pool, prev.0, l, durable);
+                    persist_line(&pool, prev.0, l, durable)?;
                 }
             }
             rec.repaired += 1;

@@ -109,11 +109,16 @@ impl FerriteIndex {
             nl.set_hdr(l, x);
         }
         self.flush(nl.line_ptr(0), LEAF_SIZE);
-        self.fence();
+        if let Err(e) = self.fence() {
+            // Not published: the new leaf goes back to the heap.
+            let _ = self.heap.free(off);
+            return Err(e);
+        }
         // Publish the new leaf: one 8-byte store.
-        lf.w(W_NEXT).store(off, Ordering::Release);
+        let mut res = Ok(());
+        lf.store(W_NEXT, off);
         self.flush_line(lf, 0);
-        self.fence();
+        self.fence_step(&mut res);
         // Drop the moved entries here. Headers are stored before a freed slot is
         // reused, so no image of a line shows old bits over new words.
         let mut hh = h;
@@ -142,7 +147,7 @@ impl FerriteIndex {
                 self.flush_line(lf, l);
             }
         }
-        self.fence();
+        self.fence_step(&mut res);
         lk.dirty = true;
         // The separator goes into the inner nodes while this leaf is still
         // locked (the caller unlocks it): that is what lets a reader's check of
@@ -151,7 +156,7 @@ impl FerriteIndex {
         self.inner.lock().insert(Sep::from_key(&split_key), off, g);
         nl.lock_word().store(4, Ordering::Release);
         self.splits.fetch_add(1, Ordering::Relaxed);
-        Ok(placed)
+        res.map(|()| placed)
     }
 
     /// Merges the locked, sparse leaf's successor into it (see [`Self::merge`]).
@@ -209,12 +214,15 @@ impl FerriteIndex {
     /// then `right` is marked obsolete and its block retired.
     pub(super) fn drop_from_chain(&self, left: &mut Locked, right: &mut Locked, g: &Guard) {
         let lf = left.lf;
-        lf.w(W_NEXT).store(right.lf.next(), Ordering::Release);
+        lf.store(W_NEXT, right.lf.next());
         self.flush_line(lf, 0);
-        self.fence();
         left.dirty = true;
         right.obsolete = true;
-        self.free_later(right.lf.off, g);
+        // A failed barrier poisons the pool (the operation that needs the
+        // result reports it); the dropped leaf is then never reused.
+        if self.fence().is_ok() {
+            self.free_later(right.lf.off, g);
+        }
     }
 
     /// Moves every entry of `right` into `left` (both locked, `left.next ==
@@ -308,7 +316,9 @@ impl FerriteIndex {
                 self.flush_line(lf, l);
             }
         }
-        self.fence();
+        // A failed barrier poisons the pool; the caller's own barrier or the
+        // next one reports it.
+        let _ = self.fence();
         // Publish: one 8-byte store drops `right` from the chain.
         self.drop_from_chain(left, right, g);
         self.merges.fetch_add(1, Ordering::Relaxed);

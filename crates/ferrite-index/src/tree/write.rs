@@ -110,7 +110,10 @@ impl FerriteIndex {
                     let e = self.blocks().encode_entry(key, value, fp)?;
                     if e.key_ool() || e.val_ool() {
                         // Blocks are durable before the entry that publishes them.
-                        self.fence();
+                        if let Err(err) = self.fence() {
+                            self.blocks().discard_entry(&e);
+                            return Err(err);
+                        }
                     }
                     if let Err(err) = self.insert_entry(&mut lk, &e, &g) {
                         self.blocks().discard_entry(&e);
@@ -134,9 +137,8 @@ impl FerriteIndex {
                 write_entry(lf, &mut h, slot, e);
                 lf.set_hdr(l, h[l]);
                 self.flush_line(lf, l);
-                self.fence();
                 lk.dirty = true;
-                return Ok(());
+                return self.fence();
             }
             // The split places the entry unless it belongs in this leaf and no
             // room opened up for it here; then try again (still locked, the key
@@ -163,21 +165,26 @@ impl FerriteIndex {
             // Same inline length: one atomic 8-byte store.
             lf.set_val_word(r.vslot(), ne.word);
             self.flush_line(lf, l);
-            self.fence();
             lk.dirty = true;
+            self.fence()?;
             return Ok(UpdateOutcome::Done);
         }
         if ne.ool() {
-            self.fence();
+            if let Err(e) = self.fence() {
+                self.blocks().discard(&[ne.word]);
+                return Err(e);
+            }
         }
         if ne.ool() && old_vc == CODE_OOL {
             lf.set_val_word(r.vslot(), ne.word);
             self.flush_line(lf, l);
-            self.fence();
             lk.dirty = true;
+            // The old block is freed only once its unlink is durable.
+            self.fence()?;
             self.free_later(r.vw, g);
             return Ok(UpdateOutcome::Done);
         }
+        let mut res = Ok(());
         // The length code changes: write the entry anew into free slots, then
         // switch validity.
         let mut nr = r;
@@ -192,7 +199,7 @@ impl FerriteIndex {
             clear_entry(&mut h, r.slot, r.wide());
             lf.set_hdr(l, h[l]);
             self.flush_line(lf, l);
-            self.fence();
+            self.fence_step(&mut res);
         } else {
             // Another line: a pending-move word makes the switch recoverable.
             let Some(ns) = find_space(&h, r.wide()) else {
@@ -202,25 +209,23 @@ impl FerriteIndex {
                 return Ok(UpdateOutcome::NeedSplit);
             };
             let nl_ = ns / PER_LINE;
-            lf.w(W_PENDING).store(
-                PENDING_MARK | r.slot as u64 | (ns as u64) << 8,
-                Ordering::Release,
-            );
+            lf.store(W_PENDING, PENDING_MARK | r.slot as u64 | (ns as u64) << 8);
             self.flush_line(lf, W_PENDING / LINE_WORDS);
-            self.fence();
+            self.fence_step(&mut res);
             write_entry(lf, &mut h, ns, &nr);
             lf.set_hdr(nl_, h[nl_]);
             self.flush_line(lf, nl_);
-            self.fence();
+            self.fence_step(&mut res);
             clear_entry(&mut h, r.slot, r.wide());
             lf.set_hdr(l, h[l]);
             self.flush_line(lf, l);
-            self.fence();
-            lf.w(W_PENDING).store(0, Ordering::Release);
+            self.fence_step(&mut res);
+            lf.store(W_PENDING, 0);
             self.flush_line(lf, W_PENDING / LINE_WORDS);
-            self.fence();
+            self.fence_step(&mut res);
         }
         lk.dirty = true;
+        res?;
         if old_vc == CODE_OOL {
             self.free_later(r.vw, g);
         }
@@ -243,8 +248,8 @@ impl FerriteIndex {
         clear_entry(&mut h, r.slot, r.wide());
         lf.set_hdr(l, h[l]);
         self.flush_line(lf, l);
-        self.fence();
         lk.dirty = true;
+        self.fence()?;
         self.count_add(-1);
         if r.key_ool() {
             self.free_later(r.k2, &g);
