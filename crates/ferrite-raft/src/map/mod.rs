@@ -1,0 +1,116 @@
+//! The two persistent ordered maps the thesis compares, behind one interface.
+//!
+//! * [`list::ListMap`]: the hybrid — an append-only singly linked list of PM
+//!   pages (writes and deletes are appended records) indexed by a DRAM search
+//!   tree, with a clean-up pass that drops superseded records.
+//! * [`btree::BTreeMap`]: a copy-on-write persistent B+-tree of small fan-out.
+//!
+//! Both use the thesis's memory management: blocks come from the pool's heap
+//! (pages of ~1 KiB for the list, exact-size nodes for the tree), nothing is
+//! flushed while a group of modifications is being made, and [`PmMap::commit`]
+//! flushes what was written since the last commit, issues one fence and then
+//! publishes the new root (a second fence). A crash keeps exactly the
+//! modifications of the committed groups; unreachable blocks are free at the
+//! next open (the heap's reclamation is by reachability).
+
+pub mod btree;
+pub mod list;
+
+use crate::error::Result;
+
+/// Hardware-independent counters of a map.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MapStats {
+    /// Entries in the map.
+    pub entries: u64,
+    /// Group commits so far.
+    pub commits: u64,
+    /// Bytes of PM the structure occupies (pages or nodes and value blocks).
+    pub pm_bytes: u64,
+    /// Bytes of those that hold live data.
+    pub live_bytes: u64,
+    /// Clean-up steps run (list) / nodes written (tree).
+    pub maintenance: u64,
+}
+
+/// A persistent ordered map of byte strings with group commit.
+///
+/// Modifications are visible to readers of this handle at once and become
+/// durable, all of a group or none, at the next [`PmMap::commit`]. Callers
+/// serialise writers (`&mut self`).
+pub trait PmMap: Send + Sync + Sized + 'static {
+    /// Short name (`list`, `btree`).
+    fn kind(&self) -> &'static str;
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// The greatest entry whose key is in `[lower, upper]`.
+    fn floor(&self, lower: &[u8], upper: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
+    /// Up to `limit` entries with keys in `[from, to)`, ascending.
+    fn range(&self, from: &[u8], to: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Inserts or replaces.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Removes; returns whether the key was present.
+    fn delete(&mut self, key: &[u8]) -> Result<bool>;
+    /// Makes every modification so far durable (no-op when there is none).
+    fn commit(&mut self) -> Result<()>;
+    /// Modifications since the last commit.
+    fn uncommitted(&self) -> usize;
+    /// Entries in the map.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// An empty map in the same pool that is not published: filled with
+    /// [`PmMap::put`] and made the map's whole contents by [`PmMap::install`]
+    /// (snapshot installation). Dropping it unused leaks nothing (its blocks
+    /// are unreachable and free at the next open; [`PmMap::discard`] frees
+    /// them at once).
+    fn staging(&self) -> Result<Self>;
+    /// Atomically replaces this map's contents with `staged`'s (one root
+    /// switch), then frees the old structure.
+    fn install(&mut self, staged: Self) -> Result<()>;
+    /// Frees a staging map's blocks.
+    fn discard(staged: Self) -> Result<()>;
+    /// One bounded step of background clean-up; returns whether more work
+    /// is worth doing now.
+    fn maintenance(&mut self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Counters.
+    fn stats(&self) -> MapStats;
+    /// Checks the persistent structure (order, bounds, accounting) and
+    /// returns the number of entries.
+    fn check(&self) -> std::result::Result<u64, String>;
+}
+
+/// Sorts `(offset, len)` ranges and merges overlapping or adjacent ones.
+pub(crate) fn coalesce(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    if r.len() < 2 {
+        return r;
+    }
+    r.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(r.len());
+    for (off, len) in r {
+        match out.last_mut() {
+            Some((o, l)) if off <= *o + *l => *l = (*l).max(off + len - *o),
+            _ => out.push((off, len)),
+        }
+    }
+    out
+}
+
+/// Test-only switches that break a structure's crash consistency on purpose,
+/// so that the crash tests can show they catch it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Tripwire {
+    #[default]
+    None,
+    /// Publish the new root without flushing the group's writes first.
+    SkipFlush,
+    /// Publish the new root before the fence that makes the group durable.
+    PublishBeforeFence,
+    /// List clean-up: move the head past a page before the copies of its
+    /// live records are durable.
+    CleanBeforeCommit,
+}

@@ -1,0 +1,165 @@
+//! Opening a replica's store of any kind, and what the service asks of it.
+
+use std::path::{Path, PathBuf};
+
+use ferrite_pm::{Pool, PoolOptions};
+
+use crate::core::RaftCore;
+use crate::error::Result;
+use crate::map::btree::{BTreeMap, BTreeOptions};
+use crate::map::list::{ListMap, ListOptions};
+use crate::pm_store::{CommitPolicy, PmStore};
+use crate::snapshot::SnapshotSink;
+use crate::types::{LogId, SnapshotMeta, StoreKind, Vote};
+use crate::wal::WalStore;
+
+/// Name of the structure's object in a replica's pool.
+pub const OBJECT: &str = "raft";
+
+/// How to open a replica's store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub kind: StoreKind,
+    /// The pool file (list, btree) or the directory (wal).
+    pub path: PathBuf,
+    /// Size of a pool created for a PM store.
+    pub pool_size: u64,
+    pub policy: CommitPolicy,
+    pub list: ListOptions,
+    pub btree: BTreeOptions,
+}
+
+impl StoreConfig {
+    pub fn new(kind: StoreKind, path: impl Into<PathBuf>) -> StoreConfig {
+        StoreConfig {
+            kind,
+            path: path.into(),
+            pool_size: 1 << 30,
+            policy: CommitPolicy::default(),
+            list: ListOptions::default(),
+            btree: BTreeOptions::default(),
+        }
+    }
+}
+
+/// A replica's store.
+#[derive(Clone)]
+pub enum Replica {
+    List(PmStore<ListMap>),
+    BTree(PmStore<BTreeMap>),
+    Wal(WalStore),
+}
+
+/// Where a replica's log and state machine stand.
+#[derive(Debug, Clone, Default)]
+pub struct ReplicaStatus {
+    pub last_log: Option<LogId>,
+    pub purged: Option<LogId>,
+    pub committed: Option<LogId>,
+    pub applied: Option<LogId>,
+    pub vote: Option<Vote>,
+    /// Keys in the state machine.
+    pub keys: u64,
+}
+
+fn open_pool(path: &Path, size: u64) -> Result<Pool> {
+    if path.exists() {
+        Ok(Pool::open(path, &PoolOptions::default())?)
+    } else {
+        Ok(Pool::create(path, size, &PoolOptions::default())?)
+    }
+}
+
+impl Replica {
+    /// Opens the store `cfg` names, creating it when absent.
+    pub fn open(cfg: &StoreConfig) -> Result<Replica> {
+        match cfg.kind {
+            StoreKind::List => {
+                let pool = open_pool(&cfg.path, cfg.pool_size)?;
+                let map = ListMap::open_or_create(&pool, OBJECT, &cfg.list)?;
+                let d = pool.durability().name().to_string();
+                Ok(Replica::List(PmStore::new(
+                    RaftCore::open(map)?,
+                    cfg.policy,
+                    d,
+                )))
+            }
+            StoreKind::BTree => {
+                let pool = open_pool(&cfg.path, cfg.pool_size)?;
+                let map = BTreeMap::open_or_create(&pool, OBJECT, &cfg.btree)?;
+                let d = pool.durability().name().to_string();
+                Ok(Replica::BTree(PmStore::new(
+                    RaftCore::open(map)?,
+                    cfg.policy,
+                    d,
+                )))
+            }
+            StoreKind::Wal => Ok(Replica::Wal(WalStore::open(&cfg.path)?)),
+        }
+    }
+
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            Replica::List(_) => StoreKind::List,
+            Replica::BTree(_) => StoreKind::BTree,
+            Replica::Wal(_) => StoreKind::Wal,
+        }
+    }
+
+    /// What an acknowledged write survives, in a word.
+    pub fn durability(&self) -> String {
+        match self {
+            Replica::List(s) => s.durability().to_string(),
+            Replica::BTree(s) => s.durability().to_string(),
+            Replica::Wal(_) => "disk-fdatasync".to_string(),
+        }
+    }
+
+    /// The value of `key` in the state machine (at the applied index).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self {
+            Replica::List(s) => s.get(key),
+            Replica::BTree(s) => s.get(key),
+            Replica::Wal(s) => Ok(s.get(key)),
+        }
+    }
+
+    pub fn status(&self) -> ReplicaStatus {
+        match self {
+            Replica::List(s) => pm_status(s.status()),
+            Replica::BTree(s) => pm_status(s.status()),
+            Replica::Wal(s) => {
+                let w = s.status();
+                ReplicaStatus {
+                    last_log: w.last_log,
+                    purged: w.purged,
+                    committed: w.committed,
+                    applied: w.applied,
+                    vote: w.vote,
+                    keys: w.keys,
+                }
+            }
+        }
+    }
+
+    /// Where a snapshot received from the leader goes.
+    pub fn sink(&self, meta: &SnapshotMeta) -> Result<Box<dyn SnapshotSink>> {
+        let at = meta.last_log_id.map_or(0, |l| l.index);
+        match self {
+            Replica::List(s) => s.sink(at),
+            Replica::BTree(s) => s.sink(at),
+            Replica::Wal(s) => s.sink(meta),
+        }
+    }
+}
+
+fn pm_status(c: crate::core::CoreStatus) -> ReplicaStatus {
+    ReplicaStatus {
+        last_log: c.last_log,
+        purged: c.purged,
+        committed: c.committed,
+        applied: c.applied,
+        vote: c.vote,
+        keys: c.live_keys,
+    }
+}
