@@ -1,0 +1,273 @@
+//! Stores reopened after a stop, after damage and on failing devices: typed
+//! errors, never a panic, never a lost acknowledged append.
+
+use std::path::{Path, PathBuf};
+
+use ferrite_raft::types::{Entry, LogId, Vote};
+use ferrite_raft::{Command, Cond, Replica, StoreConfig, StoreError, StoreKind};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
+use openraft::{CommittedLeaderId, EntryPayload, RaftLogReader};
+
+fn lid(index: u64) -> LogId {
+    LogId::new(CommittedLeaderId::new(1, 1), index)
+}
+
+fn set(index: u64, k: &str, v: &[u8]) -> Entry {
+    Entry {
+        log_id: lid(index),
+        payload: EntryPayload::Normal(Command::Set {
+            key: k.as_bytes().to_vec(),
+            value: v.to_vec(),
+            cond: Cond::Always,
+        }),
+    }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+struct Tmp(PathBuf);
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn tmp(base: &Path, tag: &str) -> Tmp {
+    let p = base.join(format!("ferrite-raft-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&p);
+    let _ = std::fs::remove_file(&p);
+    Tmp(p)
+}
+
+/// Appends `n` entries of `len`-byte values (durable on return), applies them.
+fn write(r: &Replica, from: u64, n: u64, len: usize) -> Result<(), String> {
+    let es: Vec<Entry> = (from..from + n)
+        .map(|i| set(i, &format!("k{}", i % 50), &vec![i as u8; len]))
+        .collect();
+    let r: Result<(), openraft::StorageError<u64>> = rt().block_on(async {
+        match r {
+            Replica::List(s) => {
+                let (mut l, mut m) = s.parts();
+                l.blocking_append(es.clone()).await?;
+                m.apply(es).await?;
+            }
+            Replica::BTree(s) => {
+                let (mut l, mut m) = s.parts();
+                l.blocking_append(es.clone()).await?;
+                m.apply(es).await?;
+            }
+            Replica::Wal(s) => {
+                let (mut l, mut m) = s.parts();
+                l.blocking_append(es.clone()).await?;
+                m.apply(es).await?;
+            }
+        }
+        Ok(())
+    });
+    r.map_err(|e| e.to_string())
+}
+
+fn entries(r: &Replica, from: u64, to: u64) -> Vec<Entry> {
+    rt().block_on(async {
+        match r {
+            Replica::List(s) => s.parts().0.try_get_log_entries(from..to).await,
+            Replica::BTree(s) => s.parts().0.try_get_log_entries(from..to).await,
+            Replica::Wal(s) => s.parts().0.try_get_log_entries(from..to).await,
+        }
+    })
+    .unwrap()
+}
+
+#[test]
+fn every_store_reopens_with_its_log_vote_and_state() {
+    for kind in [StoreKind::List, StoreKind::BTree, StoreKind::Wal] {
+        let base = if kind.is_pm() {
+            Path::new("/dev/shm")
+        } else {
+            Path::new("/tmp")
+        };
+        let t = tmp(base, &format!("reopen-{kind}"));
+        let mut cfg = StoreConfig::new(kind, &t.0);
+        cfg.pool_size = 64 << 20;
+        {
+            let r = Replica::open(&cfg).unwrap();
+            write(&r, 0, 300, 100).unwrap();
+            rt().block_on(async {
+                match &r {
+                    Replica::List(s) => s.parts().0.save_vote(&Vote::new(3, 2)).await,
+                    Replica::BTree(s) => s.parts().0.save_vote(&Vote::new(3, 2)).await,
+                    Replica::Wal(s) => s.parts().0.save_vote(&Vote::new(3, 2)).await,
+                }
+            })
+            .unwrap();
+        }
+        let r = Replica::open(&cfg).unwrap();
+        let st = r.status();
+        assert_eq!(st.last_log, Some(lid(299)), "{kind}");
+        assert_eq!(st.vote, Some(Vote::new(3, 2)), "{kind}");
+        assert_eq!(entries(&r, 0, 300).len(), 300, "{kind}");
+        if kind.is_pm() {
+            // The PM stores' state is persistent; the WAL's is rebuilt by
+            // openraft re-applying the committed log.
+            assert_eq!(st.applied, Some(lid(299)), "{kind}");
+            assert_eq!(
+                r.get(b"k49").unwrap(),
+                Some(vec![299u64 as u8; 100]),
+                "{kind}"
+            );
+            assert_eq!(st.keys, 50, "{kind}");
+        }
+    }
+}
+
+#[test]
+fn a_torn_wal_tail_is_cut_and_the_rest_survives() {
+    let t = tmp(Path::new("/tmp"), "torn");
+    let cfg = StoreConfig::new(StoreKind::Wal, &t.0);
+    {
+        let r = Replica::open(&cfg).unwrap();
+        write(&r, 0, 20, 10).unwrap();
+    }
+    let seg = t.0.join(format!("wal-{:016x}.log", 0));
+    let clean = std::fs::metadata(&seg).unwrap().len();
+    // Half a record: a length, a checksum and a few bytes.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&seg).unwrap();
+    std::io::Write::write_all(&mut f, &[200, 0, 0, 0, 1, 2, 3, 4, 1, 9, 9]).unwrap();
+    drop(f);
+    let r = Replica::open(&cfg).unwrap();
+    assert_eq!(r.status().last_log, Some(lid(19)));
+    assert_eq!(
+        std::fs::metadata(&seg).unwrap().len(),
+        clean,
+        "the torn tail is cut off"
+    );
+    write(&r, 20, 5, 10).unwrap();
+    assert_eq!(entries(&r, 0, 25).len(), 25);
+}
+
+#[test]
+fn damage_before_the_tail_is_a_typed_error() {
+    // WAL: a flipped byte in a segment that is not the last.
+    let t = tmp(Path::new("/tmp"), "damaged");
+    let cfg = StoreConfig::new(StoreKind::Wal, &t.0);
+    {
+        let r = Replica::open(&cfg).unwrap();
+        write(&r, 0, 20, 10).unwrap();
+    }
+    let seg = t.0.join(format!("wal-{:016x}.log", 0));
+    let mut b = std::fs::read(&seg).unwrap();
+    b[40] ^= 0xff;
+    std::fs::write(&seg, b).unwrap();
+    std::fs::write(t.0.join(format!("wal-{:016x}.log", 1)), b"").unwrap();
+    let e = Replica::open(&cfg)
+        .err()
+        .expect("a damaged segment is refused");
+    assert!(e.is_corrupt(), "{e}");
+    // WAL: a damaged snapshot file.
+    std::fs::remove_file(t.0.join(format!("wal-{:016x}.log", 1))).unwrap();
+    std::fs::remove_file(&seg).unwrap();
+    std::fs::write(t.0.join("snapshot"), b"FRWALSNP\x01\0\0\0\xff\xff").unwrap();
+    let e = Replica::open(&cfg)
+        .err()
+        .expect("a damaged snapshot is refused");
+    assert!(e.is_corrupt(), "{e}");
+    // PM: a list whose format tag is not this build's.
+    for kind in [StoreKind::List, StoreKind::BTree] {
+        let t = tmp(Path::new("/dev/shm"), &format!("tag-{kind}"));
+        let mut cfg = StoreConfig::new(kind, &t.0);
+        cfg.pool_size = 16 << 20;
+        drop(Replica::open(&cfg).unwrap());
+        let pool = ferrite_pm::Pool::open(&t.0, &Default::default()).unwrap();
+        let id = pool
+            .objects()
+            .into_iter()
+            .find(|o| o.name == "raft")
+            .unwrap()
+            .id;
+        let tag = if kind == StoreKind::List { 3 } else { 1 };
+        pool.set_root(id, tag, 0xdead).unwrap();
+        drop(pool);
+        let e = Replica::open(&cfg)
+            .err()
+            .expect("a foreign format is refused");
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+    }
+}
+
+#[test]
+fn pm_stores_refuse_a_pool_in_use() {
+    let t = tmp(Path::new("/dev/shm"), "inuse");
+    let mut cfg = StoreConfig::new(StoreKind::List, &t.0);
+    cfg.pool_size = 16 << 20;
+    let _r = Replica::open(&cfg).unwrap();
+    let e = Replica::open(&cfg)
+        .err()
+        .expect("a second writer is refused");
+    assert!(
+        matches!(e, StoreError::Pm(ferrite_pm::PmError::InUse { .. })),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_full_pool_fails_the_append_and_keeps_what_was_committed() {
+    let t = tmp(Path::new("/dev/shm"), "full");
+    for kind in [StoreKind::List, StoreKind::BTree] {
+        let mut cfg = StoreConfig::new(kind, &t.0);
+        cfg.pool_size = 4 << 20;
+        let _ = std::fs::remove_file(&t.0);
+        let mut last_ok = 0;
+        {
+            let r = Replica::open(&cfg).unwrap();
+            let mut i = 0;
+            loop {
+                match write(&r, i, 10, 3000) {
+                    Ok(()) => last_ok = i + 9,
+                    Err(e) => {
+                        assert!(e.to_string().contains("full"), "{e}");
+                        break;
+                    }
+                }
+                i += 10;
+                assert!(i < 100_000, "a 4 MiB pool never filled");
+            }
+            // Later writes are refused, not half-done.
+            assert!(write(&r, i + 10, 1, 10).is_err());
+        }
+        let r = Replica::open(&cfg).unwrap();
+        assert!(
+            r.status().last_log.is_some_and(|l| l.index >= last_ok),
+            "{kind}"
+        );
+    }
+}
+
+/// A real failing device: the WAL's fdatasync fails (the loop device's
+/// backing store runs out), the append reports it, later appends are refused.
+#[test]
+fn a_failing_disk_fails_the_wal_append() {
+    let Some(disk) = ferrite_testkit::FailingDisk::new(64 << 20, 8 << 20) else {
+        return;
+    };
+    let cfg = StoreConfig::new(StoreKind::Wal, disk.path().join("wal"));
+    let r = Replica::open(&cfg).unwrap();
+    let mut i = 0;
+    let err = loop {
+        if let Err(e) = write(&r, i, 8, 64 << 10) {
+            break e;
+        }
+        i += 8;
+        assert!(i < 10_000, "the failing disk never failed");
+    };
+    eprintln!("after {i} entries: {err}");
+    assert!(
+        write(&r, i + 8, 1, 10).is_err(),
+        "the WAL goes on after a failed sync"
+    );
+}
