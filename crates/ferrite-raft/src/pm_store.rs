@@ -133,6 +133,13 @@ impl<M: PmMap> PmStore<M> {
         (PmLogStore(self.clone()), PmStateMachine(self.clone()))
     }
 
+    /// A probe that turns true once every handle of this store is gone (and
+    /// the store, with its pool, closed).
+    pub fn closed_probe(&self) -> Box<dyn Fn() -> bool + Send + Sync> {
+        let w = Arc::downgrade(&self.shared);
+        Box::new(move || w.strong_count() == 0)
+    }
+
     pub fn policy(&self) -> CommitPolicy {
         self.shared.policy
     }

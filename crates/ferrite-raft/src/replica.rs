@@ -106,6 +106,16 @@ impl Replica {
         }
     }
 
+    /// A probe that turns true once every handle of the store is gone (its
+    /// pool or files closed): what a restart in the same process waits for.
+    pub fn closed_probe(&self) -> Box<dyn Fn() -> bool + Send + Sync> {
+        match self {
+            Replica::List(s) => s.closed_probe(),
+            Replica::BTree(s) => s.closed_probe(),
+            Replica::Wal(s) => s.closed_probe(),
+        }
+    }
+
     /// What an acknowledged write survives, in a word.
     pub fn durability(&self) -> String {
         match self {

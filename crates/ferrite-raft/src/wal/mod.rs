@@ -119,6 +119,12 @@ impl WalStore {
         (WalLogStore(self.clone()), WalStateMachine(self.clone()))
     }
 
+    /// A probe that turns true once every handle of this store is gone.
+    pub fn closed_probe(&self) -> Box<dyn Fn() -> bool + Send + Sync> {
+        let w = Arc::downgrade(&self.shared);
+        Box::new(move || w.strong_count() == 0)
+    }
+
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.shared.sm.read().unwrap().map.get(key).cloned()
     }

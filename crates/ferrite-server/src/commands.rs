@@ -1,0 +1,404 @@
+//! The commands: `GET`, `SET [NX|XX|IFEQ v]`, `DEL`, `EXISTS`, `DBSIZE`,
+//! `PING`, `ECHO`, `INFO`, `HELLO`, `SELECT 0`, `QUIT`, and the `CONFIG GET`,
+//! `COMMAND` and `CLIENT` replies that `redis-cli`, `redis-benchmark` and
+//! client libraries ask for when they connect.
+
+use ferrite_raft::{Command, Cond, Reply};
+use openraft::ServerState;
+
+use crate::node::Node;
+use crate::proto::{ClientOp, ClientReply};
+use crate::resp::R;
+
+/// One client connection's state.
+pub struct Conn {
+    pub id: u64,
+    /// RESP version (2, or 3 after `HELLO 3`).
+    pub proto: u8,
+    pub name: Option<Vec<u8>>,
+    pub quit: bool,
+}
+
+impl Conn {
+    pub fn new(id: u64) -> Conn {
+        Conn {
+            id,
+            proto: 2,
+            name: None,
+            quit: false,
+        }
+    }
+}
+
+fn wrong_args(cmd: &[u8]) -> R {
+    R::err(format!(
+        "ERR wrong number of arguments for '{}' command",
+        String::from_utf8_lossy(cmd).to_lowercase()
+    ))
+}
+
+fn upper(b: &[u8]) -> Vec<u8> {
+    b.to_ascii_uppercase()
+}
+
+/// Runs one command.
+pub async fn dispatch(node: &Node, conn: &mut Conn, args: Vec<Vec<u8>>) -> R {
+    let name = upper(&args[0]);
+    let n = args.len();
+    match name.as_slice() {
+        b"PING" => match n {
+            1 => R::Simple("PONG".into()),
+            2 => R::Bulk(args[1].clone()),
+            _ => wrong_args(&args[0]),
+        },
+        b"ECHO" if n == 2 => R::Bulk(args[1].clone()),
+        b"GET" if n == 2 => match node.exec(ClientOp::Get(vec![args[1].clone()])).await {
+            Ok(ClientReply::Values(mut v)) if v.len() == 1 => {
+                v.pop().flatten().map_or(R::Null, R::Bulk)
+            }
+            Ok(_) => R::err("ERR unexpected reply from the leader"),
+            Err(e) => R::Error(e),
+        },
+        b"SET" if n >= 3 => set(node, &args).await,
+        b"DEL" if n >= 2 => {
+            let cmd = Command::Del {
+                keys: args[1..].to_vec(),
+            };
+            write(node, cmd, |r| match r {
+                Reply::Del { removed } => R::Int(removed as i64),
+                _ => R::err("ERR unexpected reply"),
+            })
+            .await
+        }
+        b"EXISTS" if n >= 2 => match node.exec(ClientOp::Get(args[1..].to_vec())).await {
+            Ok(ClientReply::Values(v)) => R::Int(v.iter().filter(|x| x.is_some()).count() as i64),
+            Ok(_) => R::err("ERR unexpected reply from the leader"),
+            Err(e) => R::Error(e),
+        },
+        b"DBSIZE" if n == 1 => match node.exec(ClientOp::DbSize).await {
+            Ok(ClientReply::Count(c)) => R::Int(c as i64),
+            Ok(_) => R::err("ERR unexpected reply from the leader"),
+            Err(e) => R::Error(e),
+        },
+        b"INFO" => R::Bulk(
+            info(
+                node,
+                args.get(1)
+                    .map(|s| String::from_utf8_lossy(s).to_lowercase()),
+            )
+            .into_bytes(),
+        ),
+        b"HELLO" => hello(node, conn, &args),
+        b"SELECT" if n == 2 => {
+            if args[1] == b"0" {
+                R::ok()
+            } else {
+                R::err("ERR DB index is out of range")
+            }
+        }
+        b"QUIT" => {
+            conn.quit = true;
+            R::ok()
+        }
+        b"CONFIG" if n >= 2 => config(node, &args),
+        b"COMMAND" => command(&args),
+        b"CLIENT" if n >= 2 => client(conn, &args),
+        b"ECHO" | b"GET" | b"SET" | b"DEL" | b"EXISTS" | b"DBSIZE" | b"SELECT" | b"CONFIG"
+        | b"CLIENT" => wrong_args(&args[0]),
+        _ => {
+            let rest: Vec<String> = args[1..]
+                .iter()
+                .take(5)
+                .map(|a| format!("'{}'", String::from_utf8_lossy(&a[..a.len().min(64)])))
+                .collect();
+            R::err(format!(
+                "ERR unknown command '{}', with args beginning with: {}",
+                String::from_utf8_lossy(&args[0][..args[0].len().min(64)]),
+                rest.join(" ")
+            ))
+        }
+    }
+}
+
+async fn write(node: &Node, cmd: Command, f: impl FnOnce(Reply) -> R) -> R {
+    if let Err(e) = cmd.check_limits() {
+        return R::err(format!("ERR {e}"));
+    }
+    match node.exec(ClientOp::Write(cmd)).await {
+        Ok(ClientReply::Write(r)) => f(r),
+        Ok(_) => R::err("ERR unexpected reply from the leader"),
+        Err(e) => R::Error(e),
+    }
+}
+
+/// `SET key value [NX|XX|IFEQ expected]`: `+OK` when written, a null reply
+/// when the condition did not hold.
+async fn set(node: &Node, args: &[Vec<u8>]) -> R {
+    let mut cond = Cond::Always;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = upper(&args[i]);
+        let next = match opt.as_slice() {
+            b"NX" => Cond::Nx,
+            b"XX" => Cond::Xx,
+            b"IFEQ" => match args.get(i + 1) {
+                Some(v) => {
+                    i += 1;
+                    Cond::IfEq(v.clone())
+                }
+                None => return R::err("ERR syntax error"),
+            },
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" => {
+                return R::err("ERR Ferrite keys do not expire: SET takes NX, XX or IFEQ")
+            }
+            b"GET" => return R::err("ERR Ferrite's SET does not take GET"),
+            _ => return R::err("ERR syntax error"),
+        };
+        if cond != Cond::Always {
+            return R::err("ERR syntax error");
+        }
+        cond = next;
+        i += 1;
+    }
+    let cmd = Command::Set {
+        key: args[1].clone(),
+        value: args[2].clone(),
+        cond,
+    };
+    write(node, cmd, |r| match r {
+        Reply::Set { applied: true } => R::ok(),
+        Reply::Set { applied: false } => R::Null,
+        _ => R::err("ERR unexpected reply"),
+    })
+    .await
+}
+
+fn role(node: &Node) -> (&'static str, ServerState) {
+    let st = node.raft.metrics().borrow().state;
+    (
+        if st == ServerState::Leader {
+            "master"
+        } else {
+            "slave"
+        },
+        st,
+    )
+}
+
+fn hello(node: &Node, conn: &mut Conn, args: &[Vec<u8>]) -> R {
+    let mut i = 1;
+    if let Some(v) = args.get(1) {
+        match v.as_slice() {
+            b"2" => conn.proto = 2,
+            b"3" => conn.proto = 3,
+            _ => return R::err("NOPROTO unsupported protocol version"),
+        }
+        i = 2;
+    }
+    while i < args.len() {
+        match upper(&args[i]).as_slice() {
+            b"AUTH" if i + 2 < args.len() => i += 3,
+            b"SETNAME" if i + 1 < args.len() => {
+                conn.name = Some(args[i + 1].clone());
+                i += 2;
+            }
+            _ => return R::err("ERR syntax error in HELLO option"),
+        }
+    }
+    let (r, _) = role(node);
+    R::Map(vec![
+        (R::bulk("server"), R::bulk("ferrite")),
+        (R::bulk("version"), R::bulk("7.0.0")),
+        (R::bulk("proto"), R::Int(conn.proto as i64)),
+        (R::bulk("id"), R::Int(conn.id as i64)),
+        (R::bulk("mode"), R::bulk("standalone")),
+        (
+            R::bulk("role"),
+            R::bulk(if r == "master" { "master" } else { "replica" }),
+        ),
+        (R::bulk("modules"), R::Array(vec![])),
+    ])
+}
+
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
+        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a.eq_ignore_ascii_case(b) => glob(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+fn config(node: &Node, args: &[Vec<u8>]) -> R {
+    match upper(&args[1]).as_slice() {
+        b"GET" if args.len() >= 3 => {
+            let known = [
+                ("save", String::new()),
+                ("appendonly", "no".to_string()),
+                ("maxmemory", "0".to_string()),
+                ("databases", "1".to_string()),
+                ("maxclients", node.cfg.limits.max_clients.to_string()),
+                (
+                    "proto-max-bulk-len",
+                    node.cfg.limits.max_request.to_string(),
+                ),
+            ];
+            let mut out = Vec::new();
+            for (k, v) in known {
+                if args[2..]
+                    .iter()
+                    .any(|p| p.len() <= 128 && glob(p, k.as_bytes()))
+                {
+                    out.push((R::bulk(k), R::bulk(v)));
+                }
+            }
+            R::Map(out)
+        }
+        b"RESETSTAT" => R::ok(),
+        _ => R::err("ERR Ferrite's configuration is set at start (ferrite serve --help)"),
+    }
+}
+
+fn command(args: &[Vec<u8>]) -> R {
+    match args.get(1).map(|a| upper(a)).as_deref() {
+        None => R::Array(vec![]),
+        Some(b"COUNT") => R::Int(17),
+        Some(b"DOCS") => R::Map(vec![]),
+        Some(b"INFO") => R::Array(args[2..].iter().map(|_| R::Null).collect()),
+        Some(b"LIST") => R::Array(
+            [
+                "get", "set", "del", "exists", "dbsize", "ping", "echo", "info", "hello", "select",
+                "quit", "config", "command", "client",
+            ]
+            .iter()
+            .map(R::bulk)
+            .collect(),
+        ),
+        _ => R::err("ERR unknown COMMAND subcommand"),
+    }
+}
+
+fn client(conn: &mut Conn, args: &[Vec<u8>]) -> R {
+    match upper(&args[1]).as_slice() {
+        b"SETNAME" if args.len() == 3 => {
+            conn.name = Some(args[2].clone());
+            R::ok()
+        }
+        b"GETNAME" => conn.name.clone().map_or(R::Null, R::Bulk),
+        b"ID" => R::Int(conn.id as i64),
+        b"SETINFO" => R::ok(),
+        b"INFO" => R::bulk(format!(
+            "id={} name={} resp={}\n",
+            conn.id,
+            String::from_utf8_lossy(conn.name.as_deref().unwrap_or_default()),
+            conn.proto
+        )),
+        _ => R::err("ERR unknown CLIENT subcommand"),
+    }
+}
+
+fn opt(l: Option<ferrite_raft::types::LogId>) -> String {
+    l.map_or("-".into(), |l| l.index.to_string())
+}
+
+/// The `INFO` text: Redis's sections that clients look at, plus `raft` and
+/// `store`.
+pub fn info(node: &Node, section: Option<String>) -> String {
+    let m = node.raft.metrics().borrow().clone();
+    let st = node.replica.status();
+    let (role, state) = role(node);
+    let members: Vec<String> = m
+        .membership_config
+        .membership()
+        .nodes()
+        .map(|(id, n)| format!("{id}={}", n.addr))
+        .collect();
+    let sections: Vec<(&str, Vec<(String, String)>)> = vec![
+        (
+            "server",
+            vec![
+                ("redis_version".into(), "7.0.0".into()),
+                ("ferrite_version".into(), env!("CARGO_PKG_VERSION").into()),
+                ("process_id".into(), std::process::id().to_string()),
+                ("tcp_port".into(), node.client_addr.port().to_string()),
+                (
+                    "uptime_in_seconds".into(),
+                    node.started.elapsed().as_secs().to_string(),
+                ),
+            ],
+        ),
+        (
+            "clients",
+            vec![(
+                "connected_clients".into(),
+                node.clients
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_string(),
+            )],
+        ),
+        ("replication", vec![("role".into(), role.into())]),
+        (
+            "raft",
+            vec![
+                ("raft_node_id".into(), node.id.to_string()),
+                ("raft_state".into(), format!("{state:?}")),
+                (
+                    "raft_leader_id".into(),
+                    m.current_leader.map_or("-".into(), |l| l.to_string()),
+                ),
+                ("raft_term".into(), m.current_term.to_string()),
+                (
+                    "raft_last_log_index".into(),
+                    m.last_log_index.map_or("-".into(), |i| i.to_string()),
+                ),
+                (
+                    "raft_commit_index".into(),
+                    opt(st.committed.or(m.last_applied)),
+                ),
+                ("raft_applied_index".into(), opt(m.last_applied)),
+                ("raft_snapshot_index".into(), opt(m.snapshot)),
+                ("raft_purged_index".into(), opt(m.purged)),
+                ("raft_members".into(), members.join(",")),
+                (
+                    "raft_read_consistency".into(),
+                    "linearizable (read-index)".into(),
+                ),
+            ],
+        ),
+        (
+            "store",
+            vec![
+                ("store".into(), node.replica.kind().name().into()),
+                ("durability".into(), node.replica.durability()),
+                (
+                    "store_path".into(),
+                    node.cfg.store.path.display().to_string(),
+                ),
+                ("keys".into(), st.keys.to_string()),
+            ],
+        ),
+        (
+            "keyspace",
+            vec![(
+                "db0".into(),
+                format!("keys={},expires=0,avg_ttl=0", st.keys),
+            )],
+        ),
+    ];
+    let want = section.filter(|s| !matches!(s.as_str(), "all" | "everything" | "default"));
+    let mut out = String::new();
+    for (name, kv) in sections {
+        if want.as_deref().is_some_and(|w| w != name) {
+            continue;
+        }
+        let mut title = name.to_string();
+        title[..1].make_ascii_uppercase();
+        out.push_str(&format!("# {title}\r\n"));
+        for (k, v) in kv {
+            out.push_str(&format!("{k}:{v}\r\n"));
+        }
+        out.push_str("\r\n");
+    }
+    out
+}

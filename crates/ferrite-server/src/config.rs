@@ -1,0 +1,139 @@
+//! A replica's configuration.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ferrite_raft::StoreConfig;
+
+/// Limits that keep a misbehaving client or peer from growing memory.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest client request (one RESP command with its arguments), bytes.
+    pub max_request: usize,
+    /// Most arguments in one client request.
+    pub max_args: usize,
+    /// Largest replica-to-replica frame, bytes.
+    pub max_frame: usize,
+    /// Most client connections at once (more are answered with an error and
+    /// closed).
+    pub max_clients: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request: 16 << 20,
+            max_args: 1 << 16,
+            max_frame: 64 << 20,
+            max_clients: 10_000,
+        }
+    }
+}
+
+/// Raft timing and log compaction.
+#[derive(Debug, Clone)]
+pub struct RaftTuning {
+    pub heartbeat: Duration,
+    pub election_min: Duration,
+    pub election_max: Duration,
+    /// Build a snapshot (and purge the log) after this many entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind a snapshot (lagging replicas within
+    /// this distance catch up from the log, further ones by snapshot).
+    pub keep_logs: u64,
+}
+
+impl Default for RaftTuning {
+    fn default() -> Self {
+        RaftTuning {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(600),
+            election_max: Duration::from_millis(1200),
+            snapshot_every: 5000,
+            keep_logs: 500,
+        }
+    }
+}
+
+/// Everything one replica needs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub id: u64,
+    pub store: StoreConfig,
+    /// Client (RESP) address.
+    pub listen: SocketAddr,
+    /// Replica-to-replica address.
+    pub peer_listen: SocketAddr,
+    /// The other replicas: id → peer address (how this replica reaches them).
+    pub peers: BTreeMap<u64, String>,
+    pub limits: Limits,
+    pub raft: RaftTuning,
+}
+
+impl ServerConfig {
+    pub fn new(
+        id: u64,
+        store: StoreConfig,
+        listen: SocketAddr,
+        peer_listen: SocketAddr,
+    ) -> ServerConfig {
+        ServerConfig {
+            id,
+            store,
+            listen,
+            peer_listen,
+            peers: BTreeMap::new(),
+            limits: Limits::default(),
+            raft: RaftTuning::default(),
+        }
+    }
+}
+
+/// Parses `--peers id=host:port,…`.
+pub fn parse_peers(s: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| format!("peer {part:?} is not id=host:port"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("peer id {id:?} is not a number"))?;
+        let addr = addr.trim();
+        if addr
+            .rsplit_once(':')
+            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+        {
+            return Err(format!("peer address {addr:?} is not host:port"));
+        }
+        if out.insert(id, addr.to_string()).is_some() {
+            return Err(format!("peer {id} named twice"));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_parse_and_bad_ones_are_refused() {
+        let p = parse_peers("2=127.0.0.1:7102, 3=localhost:7103").unwrap();
+        assert_eq!(p[&2], "127.0.0.1:7102");
+        assert_eq!(p[&3], "localhost:7103");
+        for bad in [
+            "2",
+            "x=1.2.3.4:5",
+            "2=1.2.3.4",
+            "2=:5",
+            "2=a:b",
+            "2=a:1,2=b:2",
+        ] {
+            assert!(parse_peers(bad).is_err(), "{bad}");
+        }
+        assert!(parse_peers("").unwrap().is_empty());
+    }
+}

@@ -1,0 +1,285 @@
+//! The sending side of the replica-to-replica protocol: openraft's
+//! `RaftNetwork` over pooled TCP connections.
+//!
+//! Every call takes an idle connection to the target (or opens one), writes
+//! one request frame and reads one reply frame within the call's time limit;
+//! a connection that failed in any way is dropped, never reused. A snapshot
+//! goes over a connection of its own as a stream of chunk frames.
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ferrite_raft::types::{SnapshotMeta, Vote};
+use ferrite_raft::TypeConfig;
+use openraft::error::{
+    Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
+    Timeout, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, RPCTypes, Snapshot};
+use tokio::net::TcpStream;
+
+use crate::proto::{read_frame, write_frame, FrameError, PeerMsg};
+
+/// Why a call to a peer failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("cannot connect to {addr}: {source}")]
+    Unreachable {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("no reply from {0} in time")]
+    Timeout(String),
+    #[error("{addr}: {source}")]
+    Frame {
+        addr: String,
+        #[source]
+        source: FrameError,
+    },
+    #[error("{0}")]
+    Protocol(String),
+}
+
+/// Idle connections to peers, by address.
+pub struct PeerPool {
+    idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+    max_frame: usize,
+}
+
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+const MAX_IDLE: usize = 8;
+
+impl PeerPool {
+    pub fn new(max_frame: usize) -> PeerPool {
+        PeerPool {
+            idle: Mutex::new(HashMap::new()),
+            max_frame,
+        }
+    }
+
+    pub fn max_frame(&self) -> usize {
+        self.max_frame
+    }
+
+    /// An idle connection to `addr`, or a new one.
+    pub async fn connect(&self, addr: &str) -> Result<TcpStream, CallError> {
+        if let Some(c) = self.idle.lock().unwrap().get_mut(addr).and_then(Vec::pop) {
+            return Ok(c);
+        }
+        let unreachable = |source| CallError::Unreachable {
+            addr: addr.to_string(),
+            source,
+        };
+        let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| {
+                unreachable(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "connect timed out",
+                ))
+            })?
+            .map_err(unreachable)?;
+        let _ = s.set_nodelay(true);
+        Ok(s)
+    }
+
+    fn put_back(&self, addr: &str, c: TcpStream) {
+        let mut idle = self.idle.lock().unwrap();
+        let v = idle.entry(addr.to_string()).or_default();
+        if v.len() < MAX_IDLE {
+            v.push(c);
+        }
+    }
+
+    /// One request, one reply, within `ttl`.
+    pub async fn call(
+        &self,
+        addr: &str,
+        msg: &PeerMsg,
+        ttl: Duration,
+    ) -> Result<PeerMsg, CallError> {
+        let fut = async {
+            let mut c = self.connect(addr).await?;
+            let frame = |source| CallError::Frame {
+                addr: addr.to_string(),
+                source,
+            };
+            write_frame(&mut c, msg)
+                .await
+                .map_err(|e| frame(FrameError::Io(e)))?;
+            let reply = read_frame(&mut c, self.max_frame).await.map_err(frame)?;
+            self.put_back(addr, c);
+            Ok(reply)
+        };
+        tokio::time::timeout(ttl, fut)
+            .await
+            .map_err(|_| CallError::Timeout(addr.to_string()))?
+    }
+}
+
+/// Creates openraft's clients for the peers.
+pub struct NetworkFactory {
+    pub pool: Arc<PeerPool>,
+    /// How this replica reaches each peer (overrides the membership's addresses).
+    pub peers: Arc<BTreeMap<u64, String>>,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> PeerClient {
+        PeerClient {
+            target,
+            addr: self
+                .peers
+                .get(&target)
+                .cloned()
+                .unwrap_or_else(|| node.addr.clone()),
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+/// openraft's client for one peer.
+pub struct PeerClient {
+    target: u64,
+    addr: String,
+    pool: Arc<PeerPool>,
+}
+
+type RpcErr<E = RaftError<u64>> = RPCError<u64, BasicNode, E>;
+
+impl PeerClient {
+    fn rpc_err<E: std::error::Error>(
+        &self,
+        e: CallError,
+        action: RPCTypes,
+        ttl: Duration,
+    ) -> RpcErr<E> {
+        match e {
+            CallError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Timeout(_) => RPCError::Timeout(Timeout {
+                action,
+                id: 0,
+                target: self.target,
+                timeout: ttl,
+            }),
+            other => RPCError::Network(NetworkError::new(&other)),
+        }
+    }
+}
+
+fn unexpected(m: &PeerMsg) -> CallError {
+    CallError::Protocol(format!("unexpected {} in reply", m.name()))
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RpcErr> {
+        let ttl = option.hard_ttl();
+        let r = self
+            .pool
+            .call(&self.addr, &PeerMsg::AppendEntries(rpc), ttl)
+            .await;
+        match r.map_err(|e| self.rpc_err(e, RPCTypes::AppendEntries, ttl))? {
+            PeerMsg::AppendEntriesReply(Ok(r)) => Ok(r),
+            PeerMsg::AppendEntriesReply(Err(e)) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            m => Err(self.rpc_err(unexpected(&m), RPCTypes::AppendEntries, ttl)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RpcErr> {
+        let ttl = option.hard_ttl();
+        let r = self.pool.call(&self.addr, &PeerMsg::Vote(rpc), ttl).await;
+        match r.map_err(|e| self.rpc_err(e, RPCTypes::Vote, ttl))? {
+            PeerMsg::VoteReply(Ok(r)) => Ok(r),
+            PeerMsg::VoteReply(Err(e)) => {
+                Err(RPCError::RemoteError(RemoteError::new(self.target, e)))
+            }
+            m => Err(self.rpc_err(unexpected(&m), RPCTypes::Vote, ttl)),
+        }
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot<TypeConfig>,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<u64>, StreamingError<TypeConfig, Fatal<u64>>> {
+        let net = |e: CallError| StreamingError::Network(NetworkError::new(&e));
+        let send = send_snapshot(
+            &self.pool,
+            &self.addr,
+            vote,
+            snapshot.meta,
+            snapshot.snapshot,
+        );
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            r = send => match r {
+                Ok(resp) => Ok(resp),
+                Err(e @ CallError::Unreachable { .. }) => Err(StreamingError::Unreachable(Unreachable::new(&e))),
+                Err(e) => Err(net(e)),
+            },
+        }
+    }
+}
+
+/// Streams a snapshot over a connection of its own.
+async fn send_snapshot(
+    pool: &PeerPool,
+    addr: &str,
+    vote: Vote,
+    meta: SnapshotMeta,
+    mut data: Box<ferrite_raft::SnapshotData>,
+) -> Result<SnapshotResponse<u64>, CallError> {
+    let mut c = pool.connect(addr).await?;
+    let frame = |source| CallError::Frame {
+        addr: addr.to_string(),
+        source,
+    };
+    write_frame(&mut c, &PeerMsg::SnapshotBegin { vote, meta })
+        .await
+        .map_err(|e| frame(FrameError::Io(e)))?;
+    let chunk = (pool.max_frame() / 2).clamp(4096, 1 << 20);
+    loop {
+        let batch = data
+            .next_batch(chunk)
+            .map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
+        let Some(items) = batch else { break };
+        write_frame(&mut c, &PeerMsg::SnapshotChunk(items))
+            .await
+            .map_err(|e| frame(FrameError::Io(e)))?;
+    }
+    drop(data);
+    write_frame(&mut c, &PeerMsg::SnapshotEnd)
+        .await
+        .map_err(|e| frame(FrameError::Io(e)))?;
+    match read_frame(&mut c, pool.max_frame()).await.map_err(frame)? {
+        PeerMsg::SnapshotReply(Ok(r)) => {
+            pool.put_back(addr, c);
+            Ok(r)
+        }
+        PeerMsg::SnapshotReply(Err(e)) => Err(CallError::Protocol(format!(
+            "{addr} refused the snapshot: {e}"
+        ))),
+        m => Err(unexpected(&m)),
+    }
+}

@@ -1,0 +1,125 @@
+//! The receiving side of the replica-to-replica protocol.
+
+use std::sync::Arc;
+
+use ferrite_raft::SnapshotSink;
+use openraft::Snapshot;
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::node::Node;
+use crate::proto::{read_frame, write_frame, FrameError, PeerMsg};
+
+/// Accepts peer connections until the node shuts down.
+pub async fn accept(node: Arc<Node>, listener: TcpListener) {
+    let mut stop = node.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            r = listener.accept() => match r {
+                Ok((sock, from)) => {
+                    let _ = sock.set_nodelay(true);
+                    let n = node.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = serve(&n, sock).await {
+                            tracing::error!("replica {}: closing the peer connection from {from}: {e}", n.id);
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("accepting a peer connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Serves one peer connection: one request frame, one reply frame, until the
+/// peer closes it or sends something invalid.
+async fn serve(node: &Node, mut sock: TcpStream) -> Result<(), FrameError> {
+    let max = node.cfg.limits.max_frame;
+    let mut stop = node.shutdown.clone();
+    loop {
+        let msg = tokio::select! {
+            _ = stop.changed() => return Ok(()),
+            m = read_frame(&mut sock, max) => match m {
+                Ok(m) => m,
+                Err(FrameError::Closed) => return Ok(()),
+                Err(e) => return Err(e),
+            },
+        };
+        let reply = match msg {
+            PeerMsg::AppendEntries(req) => {
+                PeerMsg::AppendEntriesReply(node.raft.append_entries(req).await)
+            }
+            PeerMsg::Vote(req) => PeerMsg::VoteReply(node.raft.vote(req).await),
+            PeerMsg::SnapshotBegin { vote, meta } => {
+                let r = receive_snapshot(node, &mut sock, vote, meta).await?;
+                PeerMsg::SnapshotReply(r)
+            }
+            PeerMsg::Forward(op) => PeerMsg::ForwardReply(node.exec_forwarded(op).await),
+            other => {
+                return Err(FrameError::Decode(format!(
+                    "a {} is not a request",
+                    other.name()
+                )));
+            }
+        };
+        write_frame(&mut sock, &reply).await?;
+    }
+}
+
+/// Receives a snapshot's chunks into the store and installs it.
+async fn receive_snapshot(
+    node: &Node,
+    sock: &mut TcpStream,
+    vote: ferrite_raft::types::Vote,
+    meta: ferrite_raft::types::SnapshotMeta,
+) -> Result<Result<openraft::raft::SnapshotResponse<u64>, String>, FrameError> {
+    let max = node.cfg.limits.max_frame;
+    let mut sink: Option<Box<dyn SnapshotSink>> = match node.replica.sink(&meta) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::error!("replica {}: cannot receive a snapshot: {e}", node.id);
+            None
+        }
+    };
+    let mut failed: Option<String> = None;
+    loop {
+        match read_frame(sock, max).await? {
+            PeerMsg::SnapshotChunk(items) => {
+                if let Some(s) = sink.as_mut() {
+                    if let Err(e) = s.push(items) {
+                        failed = Some(e.to_string());
+                        sink = None;
+                    }
+                }
+            }
+            PeerMsg::SnapshotEnd => break,
+            other => {
+                return Err(FrameError::Decode(format!(
+                    "a {} inside a snapshot stream",
+                    other.name()
+                )));
+            }
+        }
+    }
+    let Some(sink) = sink else {
+        return Ok(Err(
+            failed.unwrap_or_else(|| "the snapshot could not be staged".into())
+        ));
+    };
+    let data = match sink.finish() {
+        Ok(d) => d,
+        Err(e) => return Ok(Err(e.to_string())),
+    };
+    let snap = Snapshot {
+        meta,
+        snapshot: Box::new(data),
+    };
+    Ok(node
+        .raft
+        .install_full_snapshot(vote, snap)
+        .await
+        .map_err(|e| e.to_string()))
+}
