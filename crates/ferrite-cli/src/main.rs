@@ -38,6 +38,11 @@ enum Command {
     /// Elf: multi-dimensional index over CSV tables
     #[command(subcommand)]
     Elf(cmd::elf::ElfCommand),
+    /// Run one replica of the replicated key-value service (Redis protocol)
+    Serve(cmd::serve::ServeArgs),
+    /// Start or stop a cluster of replicas on this machine
+    #[command(subcommand)]
+    Cluster(cmd::cluster::ClusterCommand),
 }
 
 fn main() {
@@ -60,6 +65,8 @@ fn main() {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Bench(a) => cmd::bench::run(a),
         Command::Elf(c) => cmd::elf::run(c),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Cluster(c) => cmd::cluster::run(c),
     };
     match result {
         Ok(code) => std::process::exit(code),
