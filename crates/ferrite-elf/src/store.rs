@@ -693,6 +693,9 @@ fn publish(
     let dp = pool.at(desc_off, HEADER_BYTES);
     // SAFETY: a fresh 64-byte block.
     unsafe { std::ptr::copy_nonoverlapping(bytes_of(&d).as_ptr(), dp, HEADER_BYTES) };
+    if ferrite_pm::tripwire::armed(ferrite_pm::tripwire::Tripwire::ElfPublishBeforeFence) {
+        pool.set_root(id, 0, desc_off)?;
+    }
     pool.persist(dp, HEADER_BYTES)?;
     pool.set_root(id, 0, desc_off)?;
     Ok(desc_off)
