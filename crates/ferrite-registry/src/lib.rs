@@ -38,6 +38,22 @@ pub struct KvSpec<'a> {
     pub capacity: u64,
 }
 
+/// Bytes a structure uses (for VLDB'22 Table 3-style reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    pub dram_bytes: u64,
+    pub pm_bytes: u64,
+}
+
+/// An opened key-value variant and what a harness reports about it.
+pub struct Opened {
+    pub kv: std::sync::Arc<dyn OrderedKv>,
+    /// Its DRAM and PM bytes now.
+    pub memory: Box<dyn Fn() -> MemoryUse + Send + Sync>,
+    /// What opening found (e.g. what recovery rebuilt), for the report.
+    pub notes: Vec<String>,
+}
+
 /// A way to open a structure as an [`OrderedKv`].
 #[derive(Clone, Copy)]
 pub struct KvVariant {
@@ -47,7 +63,7 @@ pub struct KvVariant {
     pub about: &'static str,
     /// Whether it needs a pool (persistent) or makes its own memory.
     pub needs_pool: bool,
-    pub open: fn(&KvSpec<'_>) -> KvResult<Box<dyn OrderedKv>>,
+    pub open: fn(&KvSpec<'_>) -> KvResult<Opened>,
 }
 
 /// A structure type.
@@ -144,17 +160,51 @@ fn verify_inplace(pool: &Pool, name: &str) -> Result<String, String> {
 
 // ----- key-value variants ---------------------------------------------------------------
 
-fn open_index(s: &KvSpec<'_>) -> KvResult<Box<dyn OrderedKv>> {
-    let pool = s
-        .pool
-        .ok_or_else(|| ferrite_kv::KvError::Backend("the persistent index needs a pool".into()))?;
-    Ok(Box::new(ferrite_index::FerriteIndex::open_or_create(
-        pool, s.name,
-    )?))
+fn open_index(s: &KvSpec<'_>) -> KvResult<Opened> {
+    let pool = s.pool.ok_or_else(|| {
+        ferrite_kv::KvError::Backend("the persistent index needs a pool".into())
+    })?;
+    let idx = std::sync::Arc::new(ferrite_index::FerriteIndex::open_or_create(pool, s.name)?);
+    let r = idx.rebuild_stats();
+    let notes = if r.keys > 0 {
+        vec![format!(
+            "ferrite: opened {} keys in {} leaves, inner nodes rebuilt in {:.1} ms",
+            r.keys,
+            r.leaves,
+            r.duration.as_secs_f64() * 1e3
+        )]
+    } else {
+        Vec::new()
+    };
+    let i2 = idx.clone();
+    Ok(Opened {
+        kv: idx,
+        memory: Box::new(move || {
+            let m = i2.memory_usage();
+            MemoryUse {
+                dram_bytes: m.dram_bytes,
+                pm_bytes: m.pm_bytes,
+            }
+        }),
+        notes,
+    })
 }
 
-fn open_index_dram(s: &KvSpec<'_>) -> KvResult<Box<dyn OrderedKv>> {
-    Ok(Box::new(ferrite_index::FerriteIndex::volatile(s.capacity)?))
+fn open_index_dram(s: &KvSpec<'_>) -> KvResult<Opened> {
+    let idx = std::sync::Arc::new(ferrite_index::FerriteIndex::volatile(s.capacity)?);
+    let i2 = idx.clone();
+    Ok(Opened {
+        kv: idx,
+        // Leaves live in DRAM too in volatile mode.
+        memory: Box::new(move || {
+            let m = i2.memory_usage();
+            MemoryUse {
+                dram_bytes: m.dram_bytes + m.pm_bytes,
+                pm_bytes: 0,
+            }
+        }),
+        notes: Vec::new(),
+    })
 }
 
 // ----- the registry ----------------------------------------------------------------------
