@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use ferrite_pm::account::exhaust_and_account;
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
 use ferrite_elf::build::build;

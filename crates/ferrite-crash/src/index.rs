@@ -10,7 +10,7 @@
 
 use ferrite_kv::oracle::{self, apply, Model, Op, Recovery};
 use ferrite_kv::KvResult;
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
 use ferrite_index::FerriteIndex;

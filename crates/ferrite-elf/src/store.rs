@@ -142,11 +142,7 @@ fn delta_bytes(ncols: usize, cap: u64) -> usize {
 }
 
 fn fresh_nonce() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    ferrite_pm::sim::SplitMix(t ^ ((std::process::id() as u64) << 32)).next()
+    ferrite_pm::rng::random_u64()
 }
 
 impl ElfStore {

@@ -174,7 +174,7 @@ fn kill_9_recovery() {
 /// index, never a panic.
 #[test]
 fn corrupt_images_do_not_panic() {
-    use ferrite_pm::sim::SplitMix;
+    use ferrite_pm::rng::SplitMix;
     let opts = PoolOptions {
         chunk_size: 16 * 1024,
         ..PoolOptions::default()

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use ferrite_kv::{OrderedKv, WriteBatch};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{AlignedBuf, Pool, PoolOptions};
 use ferrite_testkit::SlotTable;
 
