@@ -261,7 +261,9 @@ fn recovery_never_writes_into_another_object() {
     let before = img.as_slice()[b_chunk.clone()].to_vec();
     let p = Pool::open_image(img, &PoolOptions::default()).unwrap();
     let r = FerriteIndex::open_or_create(&p, "a");
-    let err = r.err().expect("a leaf chain into another object must not open");
+    let err = r
+        .err()
+        .expect("a leaf chain into another object must not open");
     assert!(err.is_corrupt(), "{err}");
     assert_eq!(
         p.snapshot().as_slice()[b_chunk].to_vec(),

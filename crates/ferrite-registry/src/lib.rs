@@ -161,9 +161,9 @@ fn verify_inplace(pool: &Pool, name: &str) -> Result<String, String> {
 // ----- key-value variants ---------------------------------------------------------------
 
 fn open_index(s: &KvSpec<'_>) -> KvResult<Opened> {
-    let pool = s.pool.ok_or_else(|| {
-        ferrite_kv::KvError::Backend("the persistent index needs a pool".into())
-    })?;
+    let pool = s
+        .pool
+        .ok_or_else(|| ferrite_kv::KvError::Backend("the persistent index needs a pool".into()))?;
     let idx = std::sync::Arc::new(ferrite_index::FerriteIndex::open_or_create(pool, s.name)?);
     let r = idx.rebuild_stats();
     let notes = if r.keys > 0 {

@@ -69,7 +69,11 @@ fn fill_index(p: &Pool) {
         } else {
             (i * 7919).to_be_bytes().to_vec()
         };
-        let v = if i % 5 == 0 { vec![i as u8; 40] } else { i.to_le_bytes().to_vec() };
+        let v = if i % 5 == 0 {
+            vec![i as u8; 40]
+        } else {
+            i.to_le_bytes().to_vec()
+        };
         idx.insert(&k, &v).unwrap();
     }
     let mut b = WriteBatch::new();
@@ -107,7 +111,8 @@ fn fill_log(p: &Pool) {
     )
     .unwrap();
     for i in 0..300u64 {
-        l.append(&vec![i as u8; 1 + (i as usize * 13) % 200]).unwrap();
+        l.append(&vec![i as u8; 1 + (i as usize * 13) % 200])
+            .unwrap();
     }
 }
 
@@ -134,7 +139,8 @@ fn fill_pages(p: &Pool) {
     .unwrap();
     for pid in 0..30u64 {
         let page = vec![pid as u8; 4096];
-        s.write(pid, &page, &DirtyMask::all(64), Method::Cow).unwrap();
+        s.write(pid, &page, &DirtyMask::all(64), Method::Cow)
+            .unwrap();
         let mut m = DirtyMask::default();
         m.set(3);
         s.write(pid, &vec![pid as u8 ^ 0xff; 4096], &m, Method::MicroLog)
@@ -157,7 +163,10 @@ fn exercise_pages(p: &Pool) -> Result<(), String> {
 
 fn fill_inplace(p: &Pool) {
     use ferrite_pmio::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
-    for (name, method) in [("subject", InplaceMethod::Fam), ("subject-cow", InplaceMethod::Cow)] {
+    for (name, method) in [
+        ("subject", InplaceMethod::Fam),
+        ("subject-cow", InplaceMethod::Cow),
+    ] {
         let mut a = InplaceArray::open_or_create(
             p,
             name,
@@ -284,7 +293,11 @@ fn chunks_of(img: &AlignedBuf, prefix: &str) -> Vec<(usize, usize)> {
     let table = h.chunk_table_off as usize;
     let mut out = Vec::new();
     for c in 0..h.chunk_count as usize {
-        let w = u64::from_le_bytes(img.as_slice()[table + 8 * c..table + 8 * c + 8].try_into().unwrap());
+        let w = u64::from_le_bytes(
+            img.as_slice()[table + 8 * c..table + 8 * c + 8]
+                .try_into()
+                .unwrap(),
+        );
         // Owner is bits 16..32 of a chunk entry (docs/FORMAT.md).
         let owner = (w >> 16) as u16;
         if w != 0 && ids.iter().any(|id| id.index() + 1 == owner as usize) {
@@ -369,13 +382,19 @@ fn trial(s: &'static Subject, img: AlignedBuf) -> Result<Outcome, String> {
 }
 
 fn sentinel_bytes(img: &[u8], ranges: &[(usize, usize)]) -> Vec<u8> {
-    ranges.iter().flat_map(|&(a, b)| img[a..b].to_vec()).collect()
+    ranges
+        .iter()
+        .flat_map(|&(a, b)| img[a..b].to_vec())
+        .collect()
 }
 
 fn fuzz(s: &'static Subject) {
     let clean = build(s);
     assert!(
-        matches!(trial(s, AlignedBuf::from_slice(clean.as_slice())), Ok(Outcome::Harmless)),
+        matches!(
+            trial(s, AlignedBuf::from_slice(clean.as_slice())),
+            Ok(Outcome::Harmless)
+        ),
         "{}: the undamaged pool must work",
         s.name
     );

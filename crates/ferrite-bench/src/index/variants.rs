@@ -269,6 +269,19 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
     }
 }
 
+/// A registered structure's own memory accounting, as the harness reports it.
+fn structure_memory(mem: Box<dyn Fn() -> ferrite_registry::MemoryUse + Send + Sync>) -> MemFn {
+    Box::new(move || {
+        let m = mem();
+        MemoryReport {
+            dram_bytes: Some(m.dram_bytes),
+            pm_bytes: Some(m.pm_bytes),
+            dram_source: "index",
+            pm_source: "index",
+        }
+    })
+}
+
 /// A structure from `ferrite_registry` (Ferrite's own indexes; anything
 /// registered there is benchmarkable by name).
 fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
@@ -288,15 +301,7 @@ fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             label: variant.about.to_string(),
             contract: VOLATILE.into(),
             load_batch: 1,
-            memory: Box::new(move || {
-                let m = mem();
-                MemoryReport {
-                    dram_bytes: Some(m.dram_bytes),
-                    pm_bytes: Some(m.pm_bytes),
-                    dram_source: "index",
-                    pm_source: "index",
-                }
-            }),
+            memory: structure_memory(mem),
             notes: o.notes,
             files: Vec::new(),
             _keep: None,
@@ -345,15 +350,7 @@ fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
         label: format!("{}, {where_}", variant.about),
         contract: pool_contract(pool.durability()).into(),
         load_batch: 1,
-        memory: Box::new(move || {
-            let m = mem();
-            MemoryReport {
-                dram_bytes: Some(m.dram_bytes),
-                pm_bytes: Some(m.pm_bytes),
-                dram_source: "index",
-                pm_source: "index",
-            }
-        }),
+        memory: structure_memory(mem),
         notes,
         files: if temporary { vec![path] } else { Vec::new() },
         _keep: Some(Box::new(pool)),

@@ -120,7 +120,6 @@ pub(super) fn new_header(size: u64, chunk_size: u64, flags: u64) -> Result<PoolH
     Ok(h)
 }
 
-
 impl Pool {
     /// Writes the header of a fresh, zeroed backing. The magic goes last so a
     /// torn creation is "not a pool".
