@@ -15,7 +15,9 @@
 //! | [`snapshot`] | snapshot data as openraft carries it (views, staged snapshots) |
 //! | [`replica`] | opening a replica's store of any kind |
 //! | [`types`] | the openraft type configuration, commands and replies |
-//! | `crash` | the `raft-list` and `raft-btree` crash-test targets |
+//!
+//! The crash-test targets `raft-list` and `raft-btree` are in `ferrite-crash`
+//! (`ferrite crash-test raft-list`).
 //!
 //! Why openraft and not tikv's `raft`: openraft's log storage acknowledges
 //! durability through a callback (`LogFlushed`) instead of requiring it on
@@ -28,7 +30,6 @@
 //! to the application, which is more code of our own to get wrong.
 
 pub mod core;
-mod crash;
 pub mod error;
 pub mod keys;
 pub mod map;
@@ -47,13 +48,3 @@ pub use replica::{Replica, ReplicaStatus, StoreConfig};
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use types::{Command, Cond, Reply, StoreKind, TypeConfig};
 pub use wal::WalStore;
-
-use ferrite_pm::CrashTarget;
-
-/// Crash-test targets of this crate, for `ferrite crash-test`.
-pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    vec![
-        ("raft-list", crash::raft_list_target as CrashTarget),
-        ("raft-btree", crash::raft_btree_target as CrashTarget),
-    ]
-}

@@ -39,7 +39,9 @@ use std::sync::atomic::Ordering;
 
 use ferrite_pm::{store_u64, Heap, Marker, ObjectId, PmError, Pool};
 
-use super::{coalesce, MapStats, PmMap, Tripwire};
+use ferrite_pm::tripwire::{armed, Tripwire};
+
+use super::{coalesce, MapStats, PmMap};
 use crate::error::{Result, StoreError};
 
 /// Type name of the list object in the pool's directory.
@@ -116,7 +118,6 @@ pub struct ListMap {
     commits: u64,
     cleaned_pages: u64,
     paused: u32,
-    tripwire: Tripwire,
 }
 
 fn corrupt(name: &str, detail: String) -> PmError {
@@ -181,7 +182,6 @@ impl ListMap {
             commits: 0,
             cleaned_pages: 0,
             paused: 0,
-            tripwire: Tripwire::None,
         };
         map.replay()?;
         Ok(map)
@@ -231,12 +231,6 @@ impl ListMap {
             }
         }
         Ok(())
-    }
-
-    /// Test-only: break crash consistency on purpose (see [`Tripwire`]).
-    #[doc(hidden)]
-    pub fn set_tripwire(&mut self, t: Tripwire) {
-        self.tripwire = t;
     }
 
     /// Pauses (or resumes, with `false`) the clean-up pass; pauses nest.
@@ -354,10 +348,10 @@ impl ListMap {
     fn publish(&mut self) -> Result<()> {
         let ranges = coalesce(std::mem::take(&mut self.dirty));
         let head = self.pages.front().map_or(0, |p| p.off);
-        if self.tripwire == Tripwire::PublishBeforeFence {
+        if armed(Tripwire::RaftListPublishBeforeFence) {
             store_u64(self.word(R_TAIL), self.tail_word(), Ordering::Release);
         }
-        if self.tripwire != Tripwire::SkipFlush {
+        if !armed(Tripwire::RaftListSkipFlush) {
             for (off, len) in ranges {
                 self.pool.slice(off, len as usize)?.flush();
             }
@@ -554,7 +548,6 @@ impl PmMap for ListMap {
             commits: 0,
             cleaned_pages: 0,
             paused: 0,
-            tripwire: self.tripwire,
         })
     }
 
@@ -581,7 +574,6 @@ impl PmMap for ListMap {
         staged.commits = self.commits + 1;
         staged.cleaned_pages = self.cleaned_pages;
         staged.paused = self.paused;
-        staged.tripwire = self.tripwire;
         *self = staged;
         Ok(())
     }
@@ -606,7 +598,7 @@ impl PmMap for ListMap {
             }
         }
         let next = self.pages[1].off;
-        if self.tripwire == Tripwire::CleanBeforeCommit {
+        if armed(Tripwire::RaftListCleanBeforeCommit) {
             // Broken on purpose: the head moves past the page before its
             // live records' copies are durable.
             self.persist_root(R_HEAD[self.gen as usize], next)?;

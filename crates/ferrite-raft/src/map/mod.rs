@@ -98,19 +98,3 @@ pub(crate) fn coalesce(mut r: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     }
     out
 }
-
-/// Test-only switches that break a structure's crash consistency on purpose,
-/// so that the crash tests can show they catch it.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Tripwire {
-    #[default]
-    None,
-    /// Publish the new root without flushing the group's writes first.
-    SkipFlush,
-    /// Publish the new root before the fence that makes the group durable.
-    PublishBeforeFence,
-    /// List clean-up: move the head past a page before the copies of its
-    /// live records are durable.
-    CleanBeforeCommit,
-}

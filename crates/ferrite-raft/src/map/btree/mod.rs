@@ -24,7 +24,9 @@ use std::sync::atomic::Ordering;
 use ferrite_pm::{store_u64, Heap, Marker, ObjectId, PmError, Pool};
 
 use self::node::{Node, Val, View, INLINE_MAX};
-use super::{MapStats, PmMap, Tripwire};
+use ferrite_pm::tripwire::{armed, Tripwire};
+
+use super::{MapStats, PmMap};
 use crate::error::{Result, StoreError};
 
 /// Type name of the tree object in the pool's directory.
@@ -79,7 +81,6 @@ pub struct BTreeMap {
     live_value_bytes: u64,
     commits: u64,
     nodes_written: u64,
-    tripwire: Tripwire,
 }
 
 fn corrupt(name: &str, detail: String) -> PmError {
@@ -310,14 +311,7 @@ impl BTreeMap {
             live_value_bytes: t.value_bytes,
             commits: 0,
             nodes_written: 0,
-            tripwire: Tripwire::None,
         })
-    }
-
-    /// Test-only: break crash consistency on purpose (see [`Tripwire`]).
-    #[doc(hidden)]
-    pub fn set_tripwire(&mut self, t: Tripwire) {
-        self.tripwire = t;
     }
 
     fn min_fill(&self) -> usize {
@@ -640,11 +634,11 @@ impl BTreeMap {
 
     fn publish(&mut self) -> Result<()> {
         let w = self.pool.root_word(self.id, R_ROOT);
-        if self.tripwire == Tripwire::PublishBeforeFence {
+        if armed(Tripwire::RaftBtreePublishBeforeFence) {
             store_u64(w, self.root, Ordering::Release);
             self.pool.flush(w as *const _ as *const u8, 8);
         }
-        if self.tripwire != Tripwire::SkipFlush {
+        if !armed(Tripwire::RaftBtreeSkipFlush) {
             for (&off, &len) in &self.dirty {
                 self.pool.slice(off, len as usize)?.flush();
             }
@@ -880,7 +874,6 @@ impl PmMap for BTreeMap {
             live_value_bytes: 0,
             commits: 0,
             nodes_written: 0,
-            tripwire: self.tripwire,
         })
     }
 
@@ -894,7 +887,6 @@ impl PmMap for BTreeMap {
         let old = self.root;
         staged.published = true;
         staged.durable_root = old;
-        staged.tripwire = self.tripwire;
         staged.commits = self.commits;
         staged.nodes_written += self.nodes_written;
         // Publishing the staged root flushes all its (dirty) blocks.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use openraft::EntryPayload;
 
-use crate::types::{Command, Cond, Entry, LogId, SnapshotMeta, StoredMembership, Vote};
+use ferrite_raft::types::{Command, Cond, Entry, LogId, SnapshotMeta, StoredMembership, Vote};
 
 /// Everything openraft or a client can observe of a store.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -25,43 +25,39 @@ mod model;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
+use ferrite_raft::core::RaftCore;
+use ferrite_raft::map::btree::{BTreeMap as PmBTree, BTreeOptions};
+use ferrite_raft::map::list::{ListMap, ListOptions};
+use ferrite_raft::map::PmMap;
+use ferrite_raft::types::{
+    Command, Cond, Entry, LogId, Membership, SnapshotMeta, StoredMembership, Vote,
+};
 use openraft::{CommittedLeaderId, EntryPayload};
 
 use self::model::{Logical, Model};
-use crate::core::RaftCore;
-use crate::map::btree::{BTreeMap as PmBTree, BTreeOptions};
-use crate::map::list::{ListMap, ListOptions};
-use crate::map::{PmMap, Tripwire};
-use crate::types::{Command, Cond, Entry, LogId, Membership, SnapshotMeta, StoredMembership, Vote};
 
 const OBJECT: &str = "crash-raft";
 const KEYS: u64 = 12;
 /// Operations of the default workload (about 10,000 crash states).
 pub const DEFAULT_OPS: usize = 1700;
 
-/// A map the crash workloads can open and break on purpose.
+/// A map the crash workloads can open (small pages and fan-out, so that the
+/// small workloads grow, split and clean the structures).
 pub trait CrashMap: PmMap {
-    fn open(pool: &Pool) -> crate::Result<Self>;
-    fn set_tripwire(&mut self, t: Tripwire);
+    fn open(pool: &Pool) -> ferrite_raft::Result<Self>;
 }
 
 impl CrashMap for ListMap {
-    fn open(pool: &Pool) -> crate::Result<Self> {
+    fn open(pool: &Pool) -> ferrite_raft::Result<Self> {
         ListMap::open_or_create(pool, OBJECT, &ListOptions { page_size: 512 })
-    }
-    fn set_tripwire(&mut self, t: Tripwire) {
-        ListMap::set_tripwire(self, t)
     }
 }
 
 impl CrashMap for PmBTree {
-    fn open(pool: &Pool) -> crate::Result<Self> {
+    fn open(pool: &Pool) -> ferrite_raft::Result<Self> {
         PmBTree::open_or_create(pool, OBJECT, &BTreeOptions { fanout: 4 })
-    }
-    fn set_tripwire(&mut self, t: Tripwire) {
-        PmBTree::set_tripwire(self, t)
     }
 }
 
@@ -150,7 +146,7 @@ impl Gen {
     }
 }
 
-fn s(e: crate::StoreError) -> String {
+fn s(e: ferrite_raft::StoreError) -> String {
     e.to_string()
 }
 
@@ -170,7 +166,6 @@ pub fn workload<M: CrashMap>(
     cfg: &CrashConfig,
     pool: &Pool,
     j: Option<&JournalHandle<Op>>,
-    tripwire: Tripwire,
 ) -> Result<Shape, String> {
     let mut shape = Shape::default();
     let begin = |what: String, after: &Model| {
@@ -188,8 +183,7 @@ pub fn workload<M: CrashMap>(
     };
     let mut m = Model::default();
     begin("open".into(), &m);
-    let mut map = M::open(pool).map_err(s)?;
-    map.set_tripwire(tripwire);
+    let map = M::open(pool).map_err(s)?;
     let mut core = RaftCore::open(map).map_err(s)?;
     ack();
     let mut g = Gen {
@@ -494,30 +488,26 @@ fn scaled(cfg: &CrashConfig) -> CrashConfig {
     c
 }
 
-/// Runs one structure's target, optionally with a tripwire.
-pub fn target<M: CrashMap>(
-    name: &str,
-    cfg: &CrashConfig,
-    tripwire: Tripwire,
-) -> ferrite_pm::Result<CrashReport> {
+/// Runs one structure's target (a tripwire armed on this thread breaks it).
+pub fn target<M: CrashMap>(name: &str, cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     let c = scaled(cfg);
     let c2 = c.clone();
     explore(
         name,
         &c,
-        move |p, j| workload::<M>(&c2, p, Some(j), tripwire).map(|_| ()),
+        move |p, j| workload::<M>(&c2, p, Some(j)).map(|_| ()),
         check::<M>,
     )
 }
 
 /// `ferrite crash-test raft-list`.
 pub fn raft_list_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    target::<ListMap>("raft-list", cfg, Tripwire::None)
+    target::<ListMap>("raft-list", cfg)
 }
 
 /// `ferrite crash-test raft-btree`.
 pub fn raft_btree_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    target::<PmBTree>("raft-btree", cfg, Tripwire::None)
+    target::<PmBTree>("raft-btree", cfg)
 }
 
 #[cfg(test)]
