@@ -359,6 +359,28 @@ fn up(a: UpArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// Deletes the pools and logs of a cluster that is already stopped.
+fn purge_leftovers(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut n = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("replica-") {
+            let p = e.path();
+            let _ = std::fs::remove_file(&p);
+            let _ = std::fs::remove_dir_all(&p);
+            n += 1;
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+    if n > 0 {
+        println!("ferrite cluster: deleted {n} pools and logs of a stopped cluster in {}", dir.display());
+    }
+    n > 0
+}
+
 fn down(a: DownArgs) -> Result<i32> {
     let dirs: Vec<PathBuf> = match &a.dir {
         Some(d) => vec![d.clone()],
