@@ -389,6 +389,9 @@ fn down(a: DownArgs) -> Result<i32> {
     let mut found = false;
     for dir in dirs {
         let Some(rec) = read_record(&dir)? else {
+            if a.purge {
+                found |= purge_leftovers(&dir);
+            }
             continue;
         };
         found = true;
