@@ -17,7 +17,7 @@ use openraft::error::{
     Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
     Timeout, Unreachable,
 };
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::network::{Backoff, RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
@@ -214,6 +214,13 @@ impl RaftNetwork<TypeConfig> for PeerClient {
             }
             m => Err(self.rpc_err(unexpected(&m), RPCTypes::Vote, ttl)),
         }
+    }
+
+    /// Retry an unreachable replica every 20 ms (openraft's default is 500
+    /// ms): a replica that restarts is caught up as soon as it listens, and a
+    /// refused connection on loopback costs next to nothing.
+    fn backoff(&self) -> Backoff {
+        Backoff::new(std::iter::repeat(Duration::from_millis(20)))
     }
 
     async fn full_snapshot(
