@@ -6,6 +6,8 @@
 //!   bench`): workload generation, the load/run driver, the baselines, the
 //!   named variants and the suite that builds the report.
 //! * [`elf`]: the Elf papers' experiments (`elf`).
+//! * [`raft`]: the replicated service (`raft`): cluster latency, recovery,
+//!   start-up, the structures, group commit.
 //! * [`env`]: the one `environment` record every report carries.
 //!
 //! The library crates depend on nothing here; this crate depends on them. The
@@ -16,6 +18,7 @@ pub mod env;
 pub mod index;
 pub mod pm;
 pub mod pmio;
+pub mod raft;
 
 // The index benchmark's modules under their earlier paths (the PiBench adapter
 // and scripts use them).
