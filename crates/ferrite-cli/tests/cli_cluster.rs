@@ -258,3 +258,56 @@ fn serve_refuses_bad_arguments_and_a_pool_in_use() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("in use"), "{}", text(&o));
 }
+
+#[test]
+fn bench_raft_quick_reports_in_the_shared_json_shape() {
+    let out = PathBuf::from(format!(
+        "/tmp/ferrite-cli-bench-raft-{}",
+        std::process::id()
+    ));
+    let port = (base_port(5) + 4000).to_string();
+    let o = ferrite(&[
+        "bench",
+        "raft",
+        "all",
+        "--quick",
+        "--stores",
+        "list,wal",
+        "--clients",
+        "4",
+        "--port",
+        &port,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    for stem in [
+        "raft-structures",
+        "raft-latency",
+        "raft-recovery",
+        "raft-commit",
+    ] {
+        let r: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join(format!("{stem}.json"))).unwrap())
+                .unwrap();
+        assert!(r["environment"].is_object(), "{stem}");
+        let results = r["results"].as_array().unwrap();
+        assert!(!results.is_empty(), "{stem}");
+        for x in results {
+            for k in ["bench", "variant", "threads", "mops"] {
+                assert!(!x[k].is_null(), "{stem}: {k} missing in {x}");
+            }
+        }
+        assert!(out.join(format!("{stem}.svg")).exists());
+    }
+    let lat: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("raft-latency.json")).unwrap()).unwrap();
+    for r in lat["results"].as_array().unwrap() {
+        assert_eq!(r["errors"].as_f64(), Some(0.0), "{r}");
+        assert!(r["p50_ns"].as_f64().unwrap() > 0.0);
+    }
+    let notes = lat["notes"].to_string();
+    assert!(notes.contains("bar: list SET p50"), "{notes}");
+    let _ = std::fs::remove_dir_all(&out);
+}

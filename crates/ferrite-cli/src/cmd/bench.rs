@@ -48,6 +48,8 @@ pub enum BenchWhat {
     Interleave(pmio::PmioBenchArgs),
     /// Elf experiments (Elf papers)
     Elf(elf::ElfBenchArgs),
+    /// Replicated service: cluster latency, recovery, start-up; structures; group commit
+    Raft(super::raft_bench::RaftBenchArgs),
 }
 
 /// The index benchmark's flags: PiBench's names (`-n -p -t -k -v -f -r -i -u -d
@@ -281,6 +283,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Some(BenchWhat::Inplace(a)) => pmio::run_bench("inplace", a),
         Some(BenchWhat::Interleave(a)) => pmio::run_bench("interleave", a),
         Some(BenchWhat::Elf(a)) => elf::run_bench(a),
+        Some(BenchWhat::Raft(a)) => super::raft_bench::run(a),
         None => index_bench(*a.index),
     }
 }

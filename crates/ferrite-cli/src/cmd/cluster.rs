@@ -376,7 +376,10 @@ fn purge_leftovers(dir: &Path) -> bool {
     }
     let _ = std::fs::remove_dir(dir);
     if n > 0 {
-        println!("ferrite cluster: deleted {n} pools and logs of a stopped cluster in {}", dir.display());
+        println!(
+            "ferrite cluster: deleted {n} pools and logs of a stopped cluster in {}",
+            dir.display()
+        );
     }
     n > 0
 }

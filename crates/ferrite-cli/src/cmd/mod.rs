@@ -10,4 +10,5 @@ pub mod demo;
 pub mod elf;
 pub mod pmio;
 pub mod pool;
+pub mod raft_bench;
 pub mod serve;
