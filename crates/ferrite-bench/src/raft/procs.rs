@@ -250,6 +250,9 @@ impl Drop for Procs {
         for i in 0..self.replicas.len() {
             self.kill(i);
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // FERRITE_BENCH_KEEP=1 keeps the replicas' logs and stores for a look.
+        if std::env::var("FERRITE_BENCH_KEEP").as_deref() != Ok("1") {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
