@@ -1,0 +1,70 @@
+//! The page latch: parking_lot's raw reader-writer lock, used without guards
+//! because a latch is taken in one function (fix) and released in another
+//! (the page guard's drop). Evictors use the try-variants only, so they never
+//! wait for a latch held by an operation (see the latching protocol in
+//! docs/ARCHITECTURE.md).
+
+use parking_lot::lock_api::{RawRwLock as _, RawRwLockDowngrade as _};
+
+/// A shared / exclusive latch.
+pub(crate) struct Latch(parking_lot::RawRwLock);
+
+impl Latch {
+    pub const fn new() -> Latch {
+        Latch(<parking_lot::RawRwLock as parking_lot::lock_api::RawRwLock>::INIT)
+    }
+
+    #[inline]
+    pub fn lock_shared(&self) {
+        self.0.lock_shared()
+    }
+
+    #[inline]
+    pub fn lock_exclusive(&self) {
+        self.0.lock_exclusive()
+    }
+
+    #[inline]
+    pub fn try_lock_exclusive(&self) -> bool {
+        self.0.try_lock_exclusive()
+    }
+
+    /// # Safety
+    /// The caller holds the latch shared.
+    #[inline]
+    pub unsafe fn unlock_shared(&self) {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.0.unlock_shared() }
+    }
+
+    /// # Safety
+    /// The caller holds the latch exclusive.
+    #[inline]
+    pub unsafe fn unlock_exclusive(&self) {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.0.unlock_exclusive() }
+    }
+
+    /// Turns an exclusive hold into a shared one without letting a writer in.
+    ///
+    /// # Safety
+    /// The caller holds the latch exclusive.
+    #[inline]
+    pub unsafe fn downgrade(&self) {
+        // SAFETY: forwarded caller guarantee.
+        unsafe { self.0.downgrade() }
+    }
+}
+
+impl Default for Latch {
+    fn default() -> Self {
+        Latch::new()
+    }
+}
+
+/// How a page is latched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Shared,
+    Exclusive,
+}
