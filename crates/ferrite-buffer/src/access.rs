@@ -102,6 +102,9 @@ impl<'a> PageGuard<'a> {
 
     /// Whether bytes `off..off+len` can be read without loading.
     pub fn is_resident(&self, off: usize, len: usize) -> bool {
+        if len == 0 {
+            return true;
+        }
         let (a, b) = line_span(off, len);
         match self.loc {
             Loc::Full(f) => {
@@ -132,6 +135,9 @@ impl<'a> PageGuard<'a> {
     /// Under a shared latch a missing line is a [`BufferError::LineFault`].
     pub fn prepare(&mut self, off: usize, len: usize) -> Result<()> {
         self.check_range(off, len)?;
+        if len == 0 {
+            return Ok(());
+        }
         if self.is_resident(off, len) {
             if let (Loc::Pm(_), Some(_)) = (self.loc, &self.overlay) {
                 self.overlay_cover(off, len);
@@ -234,6 +240,9 @@ impl<'a> PageGuard<'a> {
     /// Bytes `off..off+len` (made resident first).
     pub fn read(&mut self, off: usize, len: usize) -> Result<&[u8]> {
         self.prepare(off, len)?;
+        if len == 0 {
+            return Ok(&[]);
+        }
         // SAFETY: resident, inside the page; the latch keeps writers out while
         // the slice lives (it borrows the guard).
         Ok(unsafe { std::slice::from_raw_parts(self.addr(off), len) })
@@ -243,6 +252,9 @@ impl<'a> PageGuard<'a> {
     /// checked residency; see [`PageGuard::prepare`]).
     pub fn resident(&self, off: usize, len: usize) -> Result<&[u8]> {
         self.check_range(off, len)?;
+        if len == 0 {
+            return Ok(&[]);
+        }
         if !self.is_resident(off, len) {
             return Err(BufferError::LineFault);
         }
@@ -347,6 +359,9 @@ impl<'a> PageGuard<'a> {
     /// Mutable bytes `off..off+len` (exclusive latch; the lines count as written).
     pub fn bytes_mut(&mut self, off: usize, len: usize) -> Result<&mut [u8]> {
         self.check_range(off, len)?;
+        if len == 0 {
+            return Ok(&mut []);
+        }
         let p = self.write_span(off, len)?;
         // SAFETY: as in `write`; the slice borrows the guard mutably.
         Ok(unsafe { std::slice::from_raw_parts_mut(p, len) })

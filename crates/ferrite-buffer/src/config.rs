@@ -143,8 +143,20 @@ impl Design {
     /// frame data and headers; `ssd_bytes` bounds the page files). Tiers a
     /// design does not have are ignored (their capacity is 0 in the result).
     pub fn config(self, dram_bytes: u64, pm_bytes: u64, ssd_bytes: u64) -> BufferConfig {
+        self.config_paged(DEFAULT_PAGE_SIZE, dram_bytes, pm_bytes, ssd_bytes)
+    }
+
+    /// [`Design::config`] with pages of `page_size` bytes.
+    pub fn config_paged(
+        self,
+        page_size: usize,
+        dram_bytes: u64,
+        pm_bytes: u64,
+        ssd_bytes: u64,
+    ) -> BufferConfig {
         let mut c = BufferConfig {
             design: self,
+            page_size,
             ..BufferConfig::default()
         };
         let ps = c.page_size as u64;

@@ -40,10 +40,7 @@ impl BufferManager {
             }
             idle += 1;
             if idle > IDLE_ROUNDS {
-                return Err(BufferError::BufferFull(format!(
-                    "all {} DRAM frames are latched, pinned or parents of resident pages",
-                    dram.slots()
-                )));
+                return Err(BufferError::BufferFull(self.dram_census()));
             }
             std::thread::yield_now();
         }
@@ -77,62 +74,121 @@ impl BufferManager {
                 unsafe { c.latch.unlock_exclusive() };
                 continue;
             }
+            // A swizzled victim: its parent is latched shared (operations that
+            // descend through it hold it shared too; writers of the parent's
+            // bytes hold it exclusive and are excluded), and the swip is
+            // unswizzled with a compare-and-swap after the write-back.
             let parent = if c.swizzled.load(Ordering::Acquire) {
                 let code = c.parent.load(Ordering::Acquire);
                 let (pf, off) = ((code >> 32) as u32, (code & 0xffff_ffff) as usize);
-                if code == NO_PARENT || !dram.valid(pf) {
+                if code == NO_PARENT || !dram.valid(pf) || is_mini(pf) {
                     // SAFETY: locked above.
                     unsafe { c.latch.unlock_exclusive() };
                     continue;
                 }
                 let pc = dram.common(pf);
-                if !pc.latch.try_lock_exclusive() {
+                // A parent this thread holds exclusive (a structure change
+                // that needs a frame) is ours to unswizzle in.
+                let own = crate::latch::holds_exclusive(pf);
+                if !own && !pc.latch.try_lock_shared() {
                     // SAFETY: locked above.
                     unsafe { c.latch.unlock_exclusive() };
                     continue;
                 }
-                // SAFETY: the parent is latched exclusive; off is the 8-aligned
-                // offset of the swip it was swizzled through.
+                // SAFETY: the parent's buffer is a page that is never freed; off
+                // is the 8-aligned offset of the swip this frame was swizzled
+                // through (a stale one fails the compare-and-swap below).
                 let w = unsafe { &*(pc.buf().add(off) as *const std::sync::atomic::AtomicU64) };
                 if pc.state.load(Ordering::Acquire) != RESIDENT
+                    || off + 8 > self.cfg.page_size
                     || w.load(Ordering::Acquire) != SWIZZLED | fid as u64
                 {
-                    // SAFETY: both locked above.
+                    // SAFETY: both locked above (the parent unless ours).
                     unsafe {
-                        pc.latch.unlock_exclusive();
+                        if !own {
+                            pc.latch.unlock_shared();
+                        }
                         c.latch.unlock_exclusive();
                     }
                     continue;
                 }
-                Some((pf, w))
+                Some((pf, w, own))
             } else {
                 None
             };
             if let Err(e) = self.write_back(fid, pid, true) {
                 // SAFETY: locked above.
                 unsafe {
-                    if let Some((pf, _)) = parent {
-                        dram.common(pf).latch.unlock_exclusive();
+                    if let Some((pf, _, false)) = parent {
+                        dram.common(pf).latch.unlock_shared();
                     }
                     c.latch.unlock_exclusive();
                 }
                 return Err(e);
             }
-            if let Some((pf, w)) = parent {
-                w.store(pid, Ordering::Release);
+            if let Some((pf, w, own)) = parent {
                 let pc = dram.common(pf);
-                pc.children.fetch_sub(1, Ordering::AcqRel);
+                if w.compare_exchange(
+                    SWIZZLED | fid as u64,
+                    pid,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+                {
+                    pc.children.fetch_sub(1, Ordering::AcqRel);
+                    self.counters.unswizzles.fetch_add(1, Ordering::Relaxed);
+                }
                 c.swizzled.store(false, Ordering::Release);
                 c.parent.store(NO_PARENT, Ordering::Release);
-                self.counters.unswizzles.fetch_add(1, Ordering::Relaxed);
-                // SAFETY: locked above.
-                unsafe { pc.latch.unlock_exclusive() };
+                if !own {
+                    // SAFETY: locked above.
+                    unsafe { pc.latch.unlock_shared() };
+                }
             }
             dram.counters.evictions.fetch_add(1, Ordering::Relaxed);
             dram.release(fid);
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Why no DRAM frame could be evicted, in numbers.
+    fn dram_census(&self) -> String {
+        let dram = self.dram();
+        let (mut resident, mut pinned, mut parents, mut latched) = (0, 0, 0, 0);
+        let mut swz = Vec::new();
+        for i in 0..dram.slots() {
+            let c = dram.common(dram.at_slot(i));
+            if c.state.load(Ordering::Acquire) != RESIDENT {
+                continue;
+            }
+            resident += 1;
+            if c.pinned.load(Ordering::Relaxed) {
+                pinned += 1;
+            } else if c.children.load(Ordering::Relaxed) > 0 {
+                parents += 1;
+            } else if c.latch.try_lock_exclusive() {
+                // SAFETY: locked just now.
+                unsafe { c.latch.unlock_exclusive() };
+                if c.swizzled.load(Ordering::Relaxed) {
+                    let code = c.parent.load(Ordering::Relaxed);
+                    swz.push((
+                        c.pid.load(Ordering::Relaxed),
+                        code >> 32,
+                        code & 0xffff_ffff,
+                    ));
+                }
+            } else {
+                latched += 1;
+            }
+        }
+        format!(
+            "{resident} of {} DRAM frames resident ({} bytes of {}): {pinned} pinned, {parents} parents of swizzled pages, {latched} latched, swizzled (pid, parent frame, offset): {swz:?}; the budget is too small for the tree's height and the threads",
+            dram.slots(),
+            dram.used.load(Ordering::Relaxed),
+            dram.budget
+        )
     }
 
     /// A copy of frame `fid` as a whole page (unloaded lines of a partly
@@ -246,9 +302,21 @@ impl BufferManager {
                 (Some(a), Some(_)) => a.consider(pid),
                 (None, Some(_)) => true,
             };
-        if to_pm {
-            self.wal_rule(lsn)?;
-            let f = self.alloc_pm_frame()?;
+        // No PM frame can be freed (all back DRAM pages): the page goes to SSD.
+        let frame = if to_pm {
+            match self.alloc_pm_frame() {
+                Ok(f) => Some(f),
+                Err(BufferError::BufferFull(_)) if self.ssd.is_some() => None,
+                Err(e) => return Err(e),
+            }
+        } else {
+            None
+        };
+        if let Some(f) = frame {
+            if let Err(e) = self.wal_rule(lsn) {
+                self.pm.put_free(f);
+                return Err(e);
+            }
             let img = self.frame_image(fid)?;
             if let Err(e) = self.pm.admit(f, pid, img.as_slice(), lsn, newer) {
                 self.pm.put_free(f);

@@ -29,6 +29,11 @@ impl Latch {
         self.0.try_lock_exclusive()
     }
 
+    #[inline]
+    pub fn try_lock_shared(&self) -> bool {
+        self.0.try_lock_shared()
+    }
+
     /// # Safety
     /// The caller holds the latch shared.
     #[inline]
@@ -67,4 +72,27 @@ impl Default for Latch {
 pub enum Mode {
     Shared,
     Exclusive,
+}
+
+thread_local! {
+    /// DRAM frames this thread holds latched exclusive through page guards.
+    static HELD_X: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records that this thread latched (`on`) or released DRAM frame `fid`
+/// exclusive. An evictor uses it to recognise a parent it holds itself.
+pub(crate) fn note_exclusive(fid: u32, on: bool) {
+    HELD_X.with(|h| {
+        let mut h = h.borrow_mut();
+        if on {
+            h.push(fid);
+        } else if let Some(i) = h.iter().rposition(|&f| f == fid) {
+            h.swap_remove(i);
+        }
+    });
+}
+
+/// Whether this thread holds DRAM frame `fid` exclusive.
+pub(crate) fn holds_exclusive(fid: u32) -> bool {
+    HELD_X.with(|h| h.borrow().contains(&fid))
 }

@@ -51,7 +51,7 @@ pub use config::{
 pub use error::{BufferError, Result};
 pub use frame::LineMask;
 pub use latch::Mode;
-pub use manager::{BufferManager, Hint};
+pub use manager::{BufferManager, Hint, ReadGuard};
 pub use op::{CatalogEntry, Ctx, Op};
 pub use pm::{BUFFER_TYPE, REGION_VERSION};
 pub use registry::{Compensation, NoStructures, Registry};

@@ -42,6 +42,9 @@ pub(crate) struct Counters {
     pub misses: AtomicU64,
 }
 
+/// See [`BufferManager::reader`].
+pub struct ReadGuard<'a>(#[allow(dead_code)] parking_lot::RwLockReadGuard<'a, ()>);
+
 /// The three-tier buffer manager. Open it with [`BufferManager::open`].
 pub struct BufferManager {
     pub(crate) cfg: BufferConfig,
@@ -159,6 +162,13 @@ impl BufferManager {
         &self.name
     }
 
+    /// Holds off checkpoints while pages are read outside an operation (every
+    /// reader of pages takes it; operations hold it through [`crate::Op`]).
+    /// Do not take it while holding an operation or another reader guard.
+    pub fn reader(&self) -> ReadGuard<'_> {
+        ReadGuard(self.gate.read())
+    }
+
     /// The report of the restart this manager ran when it was opened.
     pub fn restart_report(&self) -> Option<RestartReport> {
         self.restart.lock().unwrap().clone()
@@ -192,6 +202,9 @@ impl BufferManager {
     }
 
     pub(crate) fn unlatch(&self, loc: Loc, mode: Mode) {
+        if let (Loc::Full(f) | Loc::Mini(f), Mode::Exclusive) = (loc, mode) {
+            crate::latch::note_exclusive(f, false);
+        }
         let l = match loc {
             Loc::Full(f) | Loc::Mini(f) => &self.dram().common(f).latch,
             Loc::Pm(f) => &self.pm.descs[f as usize].latch,
@@ -201,6 +214,9 @@ impl BufferManager {
     }
 
     fn guard(&self, loc: Loc, pid: u64, mode: Mode) -> PageGuard<'_> {
+        if let (Loc::Full(f) | Loc::Mini(f), Mode::Exclusive) = (loc, mode) {
+            crate::latch::note_exclusive(f, true);
+        }
         PageGuard {
             bm: self,
             loc,
@@ -288,6 +304,7 @@ impl BufferManager {
         g.make_full()?;
         let fid = g.fid().expect("DRAM");
         std::mem::forget(g);
+        crate::latch::note_exclusive(fid, false);
         // SAFETY: the forgotten guard held this frame exclusive.
         unsafe { self.dram().common(fid).latch.downgrade() };
         Ok(Some(self.guard(Loc::Full(fid), pid, Mode::Shared)))
@@ -571,17 +588,21 @@ impl BufferManager {
         let v = w.load(Ordering::Acquire);
         if let Swip::Frame(fid) = Swip::decode(v) {
             let pid = self.frame_pid(fid)?;
-            w.store(pid, Ordering::Release);
-            let c = self.dram().common(fid);
-            c.swizzled.store(false, Ordering::Release);
-            c.parent.store(crate::frame::NO_PARENT, Ordering::Release);
-            if let Some(pf) = parent.fid() {
-                self.dram()
-                    .common(pf)
-                    .children
-                    .fetch_sub(1, Ordering::AcqRel);
+            // An evictor may unswizzle it concurrently: one of us wins.
+            if w.compare_exchange(v, pid, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                let c = self.dram().common(fid);
+                c.swizzled.store(false, Ordering::Release);
+                c.parent.store(crate::frame::NO_PARENT, Ordering::Release);
+                if let Some(pf) = parent.fid() {
+                    self.dram()
+                        .common(pf)
+                        .children
+                        .fetch_sub(1, Ordering::AcqRel);
+                }
+                self.counters.unswizzles.fetch_add(1, Ordering::Relaxed);
             }
-            self.counters.unswizzles.fetch_add(1, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -748,6 +769,8 @@ impl BufferManager {
             }
         }
         dram.counters.promotions.fetch_add(1, Ordering::Relaxed);
+        crate::latch::note_exclusive(mini, false);
+        crate::latch::note_exclusive(full, true);
         dram.release(mini);
         let _ = MINI_BIT;
         Ok(full)

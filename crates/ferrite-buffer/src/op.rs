@@ -424,12 +424,14 @@ pub(crate) fn parse_catalog(g: &mut PageGuard<'_>) -> Result<Vec<CatalogEntry>> 
 impl BufferManager {
     /// The catalog of named structures.
     pub fn catalog(&self) -> Result<Vec<CatalogEntry>> {
+        let _r = self.reader();
         let mut g = self.fix(0, Mode::Shared, Hint::Whole)?;
         parse_catalog(&mut g)
     }
 
     /// The next page id never allocated and the head of the free-page list.
     pub fn allocation_state(&self) -> Result<(u64, u64)> {
+        let _r = self.reader();
         let mut g = self.fix(0, Mode::Shared, Hint::Whole)?;
         Ok((
             g.u64_at(meta::OFF_NEXT_PID)?,
@@ -441,6 +443,7 @@ impl BufferManager {
     /// that is not free is corruption).
     pub fn free_pages(&self) -> Result<Vec<u64>> {
         let (next, mut p) = self.allocation_state()?;
+        let _r = self.reader();
         let mut v = Vec::new();
         while p != 0 {
             if p >= next || v.len() as u64 > next {

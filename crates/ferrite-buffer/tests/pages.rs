@@ -14,9 +14,7 @@ const KIND: u8 = 16;
 
 fn cfg(design: Design) -> BufferConfig {
     let ps = 4096u64;
-    let mut c = design.config(8 * ps, 8 * (ps + 64), 4096 * ps);
-    c.page_size = 4096;
-    c.ssd_pages = if c.ssd_pages > 0 { 4096 } else { 0 };
+    let mut c = design.config_paged(4096, 8 * ps, 8 * (ps + 64), 4096 * ps);
     if design == Design::PmDirect {
         c.pm_frames = 96;
     }
