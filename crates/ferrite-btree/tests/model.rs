@@ -113,9 +113,24 @@ fn run(cfg: BufferConfig, ops: u64, seed: u64) {
         let k = key(rng.below(nkeys));
         let v = value(&mut rng, i);
         match rng.below(20) {
-            0..=5 => assert_eq!(t.insert(&k, &v).unwrap(), !m.contains_key(&k), "{label}"),
-            6..=8 => assert_eq!(t.update(&k, &v).unwrap(), m.contains_key(&k)),
-            9..=12 => assert_eq!(t.upsert(&k, &v).unwrap(), !m.contains_key(&k)),
+            0..=5 => {
+                let new = !m.contains_key(&k);
+                assert_eq!(t.insert(&k, &v).unwrap(), new, "{label}");
+                if new {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+            6..=8 => {
+                let present = m.contains_key(&k);
+                assert_eq!(t.update(&k, &v).unwrap(), present);
+                if present {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+            9..=12 => assert_eq!(
+                t.upsert(&k, &v).unwrap(),
+                m.insert(k.clone(), v.clone()).is_none()
+            ),
             13..=16 => assert_eq!(t.remove(&k).unwrap(), m.remove(&k).is_some()),
             17 => {
                 // A transaction, committed or aborted.
@@ -161,12 +176,11 @@ fn run(cfg: BufferConfig, ops: u64, seed: u64) {
                 continue;
             }
         }
-        // Keep the model in step for the writes above.
-        if let Some(v2) = t.get(&k).unwrap() {
-            m.insert(k.clone(), v2);
-        } else {
-            m.remove(&k);
-        }
+        assert_eq!(
+            t.get(&k).unwrap(),
+            m.get(&k).cloned(),
+            "{label}: key {k:?} after op {i}"
+        );
         if i % 2000 == 1999 {
             compare(&t, &m);
             db.check().unwrap_or_else(|e| panic!("{label}: {e}"));
