@@ -4,7 +4,7 @@
 //! wait for a latch held by an operation (see the latching protocol in
 //! docs/ARCHITECTURE.md).
 
-use parking_lot::lock_api::{RawRwLock as _, RawRwLockDowngrade as _};
+use parking_lot::lock_api::{RawRwLock as _, RawRwLockDowngrade as _, RawRwLockRecursive as _};
 
 /// A shared / exclusive latch.
 pub(crate) struct Latch(parking_lot::RawRwLock);
@@ -29,9 +29,11 @@ impl Latch {
         self.0.try_lock_exclusive()
     }
 
+    /// A shared hold even when a writer waits (never when one holds it):
+    /// evictors use it on parents that running operations hold shared.
     #[inline]
     pub fn try_lock_shared(&self) -> bool {
-        self.0.try_lock_shared()
+        self.0.try_lock_shared_recursive()
     }
 
     /// # Safety
