@@ -274,7 +274,7 @@ impl BufferManager {
                     (0..lines as u16).collect()
                 };
                 self.pm
-                    .write_lines(pmf, img.as_slice(), &write, lsn, None)?;
+                    .write_lines(pmf, img.as_slice(), &write, lsn, None, true)?;
                 self.clear_dirty(fid, false);
             }
             self.pm.descs[pmf as usize]

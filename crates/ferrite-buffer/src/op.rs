@@ -379,8 +379,9 @@ impl BufferManager {
                     .overlay
                     .as_ref()
                     .expect("PM-direct writes go to the overlay");
+                let fence = !self.redoing.load(Ordering::Relaxed);
                 self.pm
-                    .write_lines(f, ov.buf.as_slice(), &lines, lsn, publish)?;
+                    .write_lines(f, ov.buf.as_slice(), &lines, lsn, publish, fence)?;
             }
         }
         g.touched.clear();

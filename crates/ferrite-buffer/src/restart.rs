@@ -158,6 +158,8 @@ pub(crate) fn restart(bm: &Arc<BufferManager>, started: Instant) -> Result<Resta
     })();
     bm.redoing.store(false, Ordering::Release);
     r?;
+    // PM-direct redo wrote frames without a barrier each: one for all.
+    bm.pm.fence()?;
     rep.pages_redone = pages.len() as u64;
     rep.redo = t.elapsed();
 
