@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use ferrite_pm::AlignedBuf;
 
 use crate::access::is_mini;
-use crate::config::{Tripwire, LINE};
+use crate::config::LINE;
+use ferrite_pm::tripwire::{armed, Tripwire};
+
 use crate::error::{BufferError, Result};
 use crate::frame::{Fid, NO_FRAME, NO_PARENT, RESIDENT};
 use crate::manager::BufferManager;
@@ -232,7 +234,7 @@ impl BufferManager {
 
     /// The WAL rule: the log is durable up to the frame's last change.
     fn wal_rule(&self, lsn: u64) -> Result<()> {
-        if self.cfg.tripwire == Some(Tripwire::SkipWalRule) {
+        if armed(Tripwire::BufferSkipWalRule) {
             return Ok(());
         }
         self.wal.force(lsn)
@@ -489,7 +491,7 @@ impl BufferManager {
     fn evict_pm_write(&self, batch: &[(u32, u64)]) -> Result<()> {
         let ssd = self.ssd.as_ref().expect("checked by the caller");
         let ps = self.cfg.page_size;
-        let early = self.cfg.tripwire == Some(Tripwire::InvalidateBeforeSsdSync);
+        let early = armed(Tripwire::BufferInvalidateBeforeSync);
         for &(f, pid) in batch {
             if self.pm.descs[f as usize].newer.load(Ordering::Relaxed) {
                 // SAFETY: the frame is latched exclusive; its data is a page.

@@ -17,13 +17,12 @@
 
 use std::sync::Arc;
 
-use ferrite_buffer::{BufferConfig, Design, SimBackend, SsdBackend, Tripwire};
+use ferrite_btree::{kv_err, BTree, Database};
+use ferrite_buffer::{BufferConfig, BufferStats, Design, SimBackend, SsdBackend};
 use ferrite_kv::oracle::{self, apply, Model, Op, Recovery};
 use ferrite_kv::{BatchOp, KvResult, OrderedKv};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
-
-use crate::{kv_err, BTree, Database};
 
 const NAME: &str = "crash";
 const SSD: &str = "crash.ssd";
@@ -33,7 +32,7 @@ const PER_FILE: u64 = 40;
 
 /// The configuration of a crash workload: tiny tiers so that a few hundred
 /// operations evict from DRAM and PM and checkpoint several times.
-pub fn crash_config(design: Design, tripwire: Option<Tripwire>) -> BufferConfig {
+pub fn crash_config(design: Design) -> BufferConfig {
     let ps = PAGE as u64;
     let mut c = design.config_paged(PAGE, 6 * ps, 4 * (ps + 64), SSD_PAGES * ps);
     match design {
@@ -46,7 +45,6 @@ pub fn crash_config(design: Design, tripwire: Option<Tripwire>) -> BufferConfig 
     c.admission_set_size = 6;
     c.pm_eviction_batch = 2;
     c.wal_segment_bytes = 48 << 10;
-    c.tripwire = tripwire;
     c
 }
 
@@ -89,7 +87,6 @@ const LONG: u64 = 1000;
 enum Recorder<'a> {
     Journal(&'a JournalHandle<Op>),
     /// Nowhere (the shape test runs without the simulator).
-    #[cfg_attr(not(test), allow(dead_code))]
     None,
 }
 
@@ -114,7 +111,7 @@ fn workload(
     cfg: &BufferConfig,
     ops: usize,
     seed: u64,
-) -> Result<ferrite_buffer::BufferStats, String> {
+) -> Result<BufferStats, String> {
     let e = |e: ferrite_kv::KvError| e.to_string();
     j.begin(Op::Setup);
     let db = open(pool, cfg).map_err(e)?;
@@ -123,7 +120,7 @@ fn workload(
     let mut m = Model::new();
     let mut rng = SplitMix(seed);
     // The long transaction: its writes, its model.
-    let mut long: Option<(crate::Transaction, Vec<BatchOp>)> = None;
+    let mut long: Option<(ferrite_btree::Transaction, Vec<BatchOp>)> = None;
     let mut long_next = LONG;
     for i in 0..ops as u64 {
         let phase = (i * 3 / ops as u64) % 3; // grow, churn, shrink
@@ -285,14 +282,22 @@ pub fn check(pool: Pool, j: &Journal<Op>, cfg: &BufferConfig) -> Result<Model, S
     )
 }
 
+/// Runs the workload of `design` (`ops` operations) without the crash
+/// simulator and returns the buffer manager's counters: what the workload
+/// exercises.
+pub fn workload_stats(design: Design, ops: usize) -> Result<BufferStats, String> {
+    let cfg = crash_config(design);
+    let pool = Pool::create_volatile(2 << 20, &Default::default()).map_err(|e| e.to_string())?;
+    workload(&pool, Recorder::None, &cfg, ops, 1)
+}
+
 /// Runs the workload of `design` under the crash simulator.
 pub fn explore_design(
     cfg: &CrashConfig,
     design: Design,
-    tripwire: Option<Tripwire>,
     ops: usize,
 ) -> ferrite_pm::Result<CrashReport> {
-    let bc = crash_config(design, tripwire);
+    let bc = crash_config(design);
     let mut c = cfg.clone();
     c.pool_size = c.pool_size.max(2 << 20);
     let (b1, b2) = (bc.clone(), bc);
@@ -305,113 +310,29 @@ pub fn explore_design(
     )
 }
 
-/// Operations of the three-tier workload when the caller passes the generic default.
+/// Operations of the three-tier and SSD-BM workloads when the caller passes
+/// the generic default; the PM-direct workload runs a third of it.
 pub const DEFAULT_OPS: usize = 220;
 
-/// The `buffer` target: the three-tier design, then PM-direct and the SSD
-/// buffer manager with smaller workloads.
-pub fn buffer_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    let ops = if cfg.ops == CrashConfig::default().ops {
-        DEFAULT_OPS
+fn ops(cfg: &CrashConfig, default: usize) -> usize {
+    if cfg.ops == CrashConfig::default().ops {
+        default
     } else {
         cfg.ops
-    };
-    let mut r = explore_design(cfg, Design::ThreeTier, None, ops)?;
-    r.absorb(explore_design(cfg, Design::PmDirect, None, ops / 3)?);
-    r.absorb(explore_design(cfg, Design::SsdBm, None, ops / 3)?);
-    Ok(r)
+    }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The `buffer` target: the three-tier design (>= 10,000 crash states).
+pub fn buffer_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+    explore_design(cfg, Design::ThreeTier, ops(cfg, DEFAULT_OPS))
+}
 
-    fn report(name: &str, r: &CrashReport, secs: f64) {
-        eprintln!(
-            "{name}: {} fences, {} points, {} states ({} in recovery at {} recovery fences), {} violations, {} acked, {secs:.1} s",
-            r.fences, r.points, r.states, r.recovery_states, r.recovery_points, r.violations, r.acked_ops
-        );
-        for v in r.examples.iter().take(5) {
-            eprintln!("  fence {} seed {}: {}", v.fence, v.seed, v.message);
-        }
-    }
+/// The `buffer-pm-direct` target: pages updated in place in PM after the log force.
+pub fn pm_direct_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+    explore_design(cfg, Design::PmDirect, ops(cfg, DEFAULT_OPS / 3))
+}
 
-    #[test]
-    fn workloads_exercise_every_path() {
-        for d in [Design::ThreeTier, Design::PmDirect, Design::SsdBm] {
-            let cfg = crash_config(d, None);
-            let pool = Pool::create_volatile(2 << 20, &Default::default()).unwrap();
-            let ops = if d == Design::ThreeTier {
-                DEFAULT_OPS
-            } else {
-                DEFAULT_OPS / 3
-            };
-            let s = workload(&pool, Recorder::None, &cfg, ops, 1).unwrap();
-            eprintln!("{}: {s:?}", d.name());
-            assert!(s.checkpoints >= 2, "{}: {s:?}", d.name());
-            if d == Design::ThreeTier {
-                assert!(
-                    s.dram_evictions > 20
-                        && s.pm_admissions > 5
-                        && s.pm_evictions > 3
-                        && s.mini_promotions > 0
-                        && s.swizzles > 0
-                        && s.ssd_syncs > 0,
-                    "{s:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn pm_direct_and_ssd_bm_crash_states_have_no_violations() {
-        for d in [Design::PmDirect, Design::SsdBm] {
-            let t = std::time::Instant::now();
-            let r = explore_design(&CrashConfig::default(), d, None, DEFAULT_OPS / 3).unwrap();
-            report(d.name(), &r, t.elapsed().as_secs_f64());
-            assert_eq!(r.violations, 0, "{}", d.name());
-            assert!(r.states > 1000, "{}: {} states", d.name(), r.states);
-        }
-    }
-
-    /// Each deliberately broken protocol step must be caught.
-    #[test]
-    fn tripwires_are_caught() {
-        let cases = [
-            (Design::ThreeTier, Tripwire::SkipCommitForce),
-            (Design::ThreeTier, Tripwire::SkipWalRule),
-            (Design::PmDirect, Tripwire::SkipWalRule),
-            (Design::ThreeTier, Tripwire::InvalidateBeforeSsdSync),
-            (Design::ThreeTier, Tripwire::SkipUndo),
-        ];
-        for (d, tw) in cases {
-            let cfg = CrashConfig {
-                recovery_crashes: false,
-                ..CrashConfig::default()
-            };
-            let t = std::time::Instant::now();
-            let r = explore_design(&cfg, d, Some(tw), DEFAULT_OPS).unwrap();
-            report(
-                &format!("tripwire {tw:?} ({})", d.name()),
-                &r,
-                t.elapsed().as_secs_f64(),
-            );
-            assert!(r.violations > 0, "{tw:?} in {} went unnoticed", d.name());
-        }
-    }
-
-    #[test]
-    fn three_tier_crash_states_have_no_violations() {
-        let t = std::time::Instant::now();
-        let r = explore_design(
-            &CrashConfig::default(),
-            Design::ThreeTier,
-            None,
-            DEFAULT_OPS,
-        )
-        .unwrap();
-        report("three-tier", &r, t.elapsed().as_secs_f64());
-        assert_eq!(r.violations, 0);
-        assert!(r.states >= 10_000, "only {} states", r.states);
-    }
+/// The `buffer-ssd-bm` target: DRAM over SSD.
+pub fn ssd_bm_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+    explore_design(cfg, Design::SsdBm, ops(cfg, DEFAULT_OPS))
 }
