@@ -12,7 +12,7 @@ use crate::access::{is_mini, mini_pos, Loc, Overlay, PageGuard};
 use crate::admission::AdmissionSet;
 use crate::config::{BufferConfig, LINE, MINI_SLOTS};
 use crate::error::{BufferError, Result};
-use crate::frame::{DramTier, Fid, FullState, LineMask, LOADING, MINI_BIT, NO_FRAME, RESIDENT};
+use crate::frame::{DramTier, Fid, FullState, LineMask, LOADING, NO_FRAME, RESIDENT};
 use crate::latch::{Latch, Mode};
 use crate::pm::PmTier;
 use crate::registry::Registry;
@@ -585,10 +585,14 @@ impl BufferManager {
     /// evictor's exclusive latch).
     pub(crate) fn unswizzle_at(&self, parent: &PageGuard<'_>, off: usize) -> Result<()> {
         let w = parent.swip(off)?;
-        let v = w.load(Ordering::Acquire);
-        if let Swip::Frame(fid) = Swip::decode(v) {
+        loop {
+            let v = w.load(Ordering::Acquire);
+            let Swip::Frame(fid) = Swip::decode(v) else {
+                return Ok(());
+            };
             let pid = self.frame_pid(fid)?;
-            // An evictor may unswizzle it concurrently: one of us wins.
+            // An evictor may unswizzle it concurrently, or a promotion redirect
+            // it to a full frame: one compare-and-swap wins, then look again.
             if w.compare_exchange(v, pid, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
@@ -602,9 +606,9 @@ impl BufferManager {
                         .fetch_sub(1, Ordering::AcqRel);
                 }
                 self.counters.unswizzles.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// The checked swip offsets of a (whole) page.
@@ -762,17 +766,14 @@ impl BufferManager {
             {
                 f.c.parent.store(code, Ordering::Release);
                 f.c.swizzled.store(true, Ordering::Release);
-            } else {
-                return Err(BufferError::Invalid(format!(
-                    "page {pid}: the parent's swip no longer names its mini frame"
-                )));
             }
+            // Otherwise the swip was unswizzled meanwhile: the page is simply
+            // not swizzled any more.
         }
         dram.counters.promotions.fetch_add(1, Ordering::Relaxed);
         crate::latch::note_exclusive(mini, false);
         crate::latch::note_exclusive(full, true);
         dram.release(mini);
-        let _ = MINI_BIT;
         Ok(full)
     }
 
