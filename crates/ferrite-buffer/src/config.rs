@@ -16,7 +16,7 @@ pub const MINI_SLOTS: usize = 16;
 /// DRAM a mini frame occupies (its 16 lines and its share of the descriptor).
 pub const MINI_FRAME_BYTES: u64 = (MINI_SLOTS * LINE + LINE) as u64;
 /// Default bytes per WAL segment (each of the two logs has two).
-pub const DEFAULT_WAL_SEGMENT: usize = 16 << 20;
+pub const DEFAULT_WAL_SEGMENT: usize = 32 << 20;
 
 /// The techniques of the thesis's chapter 2, each switchable so that an
 /// evaluation can isolate it.

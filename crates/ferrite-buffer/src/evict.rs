@@ -297,22 +297,30 @@ impl BufferManager {
         }
         let has_pm = self.pm.frames() > 0;
         // To PM when there is no SSD, or (eviction) when admitted.
-        let to_pm = has_pm
-            && match (&self.admission, &self.ssd) {
+        // To PM when there is no SSD, or (eviction) when admitted; a checkpoint
+        // writes a page to PM when a PM frame is free (PM is faster than SSD
+        // and the page then restarts from PM), else to SSD.
+        let frame = if !has_pm {
+            None
+        } else if !evict && self.ssd.is_some() {
+            self.pm.take_free()
+        } else {
+            let admit = match (&self.admission, &self.ssd) {
                 (_, None) => true,
-                _ if !evict => false,
                 (Some(a), Some(_)) => a.consider(pid),
                 (None, Some(_)) => true,
             };
-        // No PM frame can be freed (all back DRAM pages): the page goes to SSD.
-        let frame = if to_pm {
-            match self.alloc_pm_frame() {
-                Ok(f) => Some(f),
-                Err(BufferError::BufferFull(_)) if self.ssd.is_some() => None,
-                Err(e) => return Err(e),
+            if admit {
+                // No PM frame can be freed (all back DRAM pages): the page goes
+                // to SSD.
+                match self.alloc_pm_frame() {
+                    Ok(f) => Some(f),
+                    Err(BufferError::BufferFull(_)) if self.ssd.is_some() => None,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                None
             }
-        } else {
-            None
         };
         if let Some(f) = frame {
             if let Err(e) = self.wal_rule(lsn) {

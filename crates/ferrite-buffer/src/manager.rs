@@ -275,6 +275,31 @@ impl BufferManager {
         }
     }
 
+    /// [`BufferManager::fix`] for a pinned page (a tree's root) whose DRAM
+    /// frame the caller caches in `hint`: the frame is latched directly when it
+    /// still holds the page, which saves the page-table lookup.
+    pub fn fix_pinned(&self, hint: &AtomicU32, pid: u64, mode: Mode) -> Result<PageGuard<'_>> {
+        if let Some(d) = &self.dram {
+            let fid = hint.load(Ordering::Relaxed);
+            if fid != NO_FRAME && d.valid(fid) && !is_mini(fid) {
+                let c = d.common(fid);
+                lock(&c.latch, mode);
+                if c.holds(pid) && c.pinned.load(Ordering::Relaxed) {
+                    // SAFETY: latched above; a pinned full frame is whole (roots
+                    // are fixed whole when pinned).
+                    if unsafe { d.full_frame(fid).st() }.all_resident {
+                        return Ok(self.guard(Loc::Full(fid), pid, mode));
+                    }
+                }
+                // SAFETY: locked above.
+                unsafe { unlock(&c.latch, mode) };
+            }
+        }
+        let g = self.fix(pid, mode, Hint::Whole)?;
+        hint.store(g.fid().unwrap_or(NO_FRAME), Ordering::Relaxed);
+        Ok(g)
+    }
+
     /// Turns a guard on a partly resident page into one on a whole page;
     /// `None` when the page moved meanwhile (fix again).
     fn make_whole<'a>(&'a self, mut g: PageGuard<'a>) -> Result<Option<PageGuard<'a>>> {
