@@ -52,10 +52,20 @@ pub enum Tripwire {
     /// Raft B+-tree store: the root is published before the fence that makes
     /// the new nodes durable.
     RaftBtreePublishBeforeFence,
+    /// Buffer manager: a commit returns without forcing the log.
+    BufferSkipCommitForce,
+    /// Buffer manager: a page is written to PM or SSD before the log records
+    /// that changed it are durable (the write-ahead rule broken).
+    BufferSkipWalRule,
+    /// Buffer manager: PM eviction clears a frame before the page it wrote to
+    /// SSD is synced.
+    BufferInvalidateBeforeSync,
+    /// Buffer manager: restart does not undo loser transactions.
+    BufferSkipUndo,
 }
 
 impl Tripwire {
-    pub const ALL: [Tripwire; 13] = [
+    pub const ALL: [Tripwire; 17] = [
         Tripwire::HeapNoLimbo,
         Tripwire::DirectoryStateFirst,
         Tripwire::LogSkipPayloadFlush,
@@ -69,6 +79,10 @@ impl Tripwire {
         Tripwire::RaftListCleanBeforeCommit,
         Tripwire::RaftBtreeSkipFlush,
         Tripwire::RaftBtreePublishBeforeFence,
+        Tripwire::BufferSkipCommitForce,
+        Tripwire::BufferSkipWalRule,
+        Tripwire::BufferInvalidateBeforeSync,
+        Tripwire::BufferSkipUndo,
     ];
 
     pub fn name(self) -> &'static str {
@@ -86,6 +100,10 @@ impl Tripwire {
             Tripwire::RaftListCleanBeforeCommit => "raft-list.clean-before-commit",
             Tripwire::RaftBtreeSkipFlush => "raft-btree.skip-flush",
             Tripwire::RaftBtreePublishBeforeFence => "raft-btree.publish-before-fence",
+            Tripwire::BufferSkipCommitForce => "buffer.skip-commit-force",
+            Tripwire::BufferSkipWalRule => "buffer.skip-wal-rule",
+            Tripwire::BufferInvalidateBeforeSync => "buffer.invalidate-before-sync",
+            Tripwire::BufferSkipUndo => "buffer.skip-undo",
         }
     }
 
