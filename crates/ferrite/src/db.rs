@@ -36,7 +36,8 @@ struct DbInner {
 /// let db = ferrite::Db::open_or_create(&path, 64 << 20)?;
 /// let users = db.map("users")?;
 /// users.upsert("alice", "admin")?;
-/// db.close()?;
+/// drop(users);
+/// db.close()?; // flushes, closes the pool and releases its lock
 ///
 /// let db = ferrite::Db::open(&path)?;
 /// assert_eq!(db.map("users")?.get("alice")?, Some(b"admin".to_vec()));
@@ -307,16 +308,21 @@ impl Db {
         Ok(self.inner.pool.fence()?)
     }
 
-    /// Flushes and lets go of this handle. The pool closes (and another
-    /// process may open it) once every handle of it (`Db` clones, `Map`s,
-    /// `ElfTable`s) is gone; dropping them is as safe as closing: every
-    /// acknowledged write is already durable.
+    /// Flushes and closes the pool, releasing its lock so that another
+    /// process may open it. The pool closes only with the last handle of it:
+    /// when `Map`s, `ElfTable`s, iterators, transactions or clones of this
+    /// `Db` are still alive, this returns [`Error::StillOpen`] and the pool
+    /// closes once they are dropped. Dropping every handle without calling
+    /// `close` is as safe: every acknowledged write is already durable.
     ///
     /// ```
     /// # fn main() -> Result<(), ferrite::Error> {
     /// # let path = format!("/dev/shm/ferrite-doc-close-{}.pool", std::process::id());
     /// let db = ferrite::Db::create(&path, 64 << 20)?;
-    /// db.map("m")?.insert("k", "v")?;
+    /// let m = db.map("m")?;
+    /// m.insert("k", "v")?;
+    /// assert!(matches!(db.clone().close(), Err(ferrite::Error::StillOpen { .. })));
+    /// drop(m);
     /// db.close()?;
     /// let again = ferrite::Db::open(&path)?; // the lock is free again
     /// # drop(again);
@@ -325,7 +331,18 @@ impl Db {
     /// # }
     /// ```
     pub fn close(self) -> Result<()> {
-        self.flush()
+        self.flush()?;
+        let mut handles = Arc::strong_count(&self.inner) - 1;
+        {
+            let maps = self.inner.maps.lock().unwrap_or_else(|e| e.into_inner());
+            handles += maps.values().map(|m| m.handles() - 1).sum::<usize>();
+            let elves = self.inner.elves.lock().unwrap_or_else(|e| e.into_inner());
+            handles += elves.values().map(|t| t.handles() - 1).sum::<usize>();
+        }
+        if handles > 0 {
+            return Err(Error::StillOpen { handles });
+        }
+        Ok(())
     }
 
     /// The pool under the database (for tools).

@@ -143,6 +143,11 @@ impl ElfTable {
         })
     }
 
+    /// Live handles of this table.
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.store)
+    }
+
     /// The table's name.
     ///
     /// ```

@@ -94,6 +94,11 @@ pub enum Error {
     /// map refuses writes.
     #[error("map {map:?} needs a reopen: a committed transaction could not be applied ({detail})")]
     NeedsReopen { map: String, detail: String },
+    /// [`Db::close`](crate::Db::close) found other handles of the pool still
+    /// alive (maps, tables, iterators, transactions, `Db` clones): the pool
+    /// closes, and its lock is released, when the last of them is dropped.
+    #[error("the pool stays open: {handles} other handles of it are alive (maps, tables, iterators, transactions or Db clones); it closes when they are dropped")]
+    StillOpen { handles: usize },
     /// A bad argument (an empty or too long object name, a pool size below
     /// the minimum, a malformed query, …).
     #[error("invalid argument: {0}")]

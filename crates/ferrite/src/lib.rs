@@ -21,7 +21,8 @@
 //! // Zero-copy: the closure borrows the value in the pool.
 //! let len = users.get_with("bob", |v| v.len())?;
 //! assert_eq!(len, Some(6));
-//! # drop((db, users));
+//! drop(users);
+//! db.close()?; // the pool closes with its last handle
 //! # std::fs::remove_file(&path).unwrap();
 //! # Ok(())
 //! # }
@@ -102,8 +103,9 @@
 //! (`ferrite crash-test txn` for transactions, `index` for the map itself)
 //! and by killing real processes.
 //!
-//! [`Map::flush`] and [`Db::close`] exist for the one failure a write cannot
-//! always report itself: a write-back that failed in msync mode.
+//! [`Db::close`] closes the pool and releases its lock once no other handle
+//! of it is alive; it and [`Map::flush`] also report the one failure a write
+//! cannot always report itself: a write-back that failed in msync mode.
 //!
 //! # Durability levels
 //!

@@ -691,6 +691,11 @@ impl Map {
         self.inner.unbatched_commits.store(on, Ordering::Relaxed);
     }
 
+    /// Live handles of this map (clones, iterators, transactions).
+    pub(crate) fn handles(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
+
     /// The index under the map, for the crash checker.
     pub(crate) fn index(&self) -> &FerriteIndex {
         &self.inner.idx
