@@ -38,6 +38,7 @@ pub fn targets() -> Vec<(&'static str, CrashTarget, CrashConfig)> {
         .into_iter()
         .chain(ferrite_index::crash_targets())
         .chain(ferrite_elf::crash_targets())
+        .chain(ferrite::crash_targets())
     {
         out.push((n, f, CrashConfig::default()));
     }
