@@ -342,6 +342,35 @@ impl Map {
         Range::new(self.clone(), &range)
     }
 
+    /// Calls `f` for up to `limit` entries with keys at or after `start`, in
+    /// key order, and returns how many it visited. The entries are read in
+    /// one go, as one consistent view: a write batch or transaction whole or
+    /// not at all. They are buffered before `f` sees them, so keep `limit`
+    /// moderate (a scan of a page of results); iterate a large range with
+    /// [`Map::range`].
+    ///
+    /// ```
+    /// # fn main() -> Result<(), ferrite::Error> {
+    /// let db = ferrite::Db::volatile(16 << 20)?;
+    /// let m = db.map("m")?;
+    /// for i in 0u64..10 {
+    ///     m.insert(i.to_be_bytes(), (i * i).to_be_bytes())?;
+    /// }
+    /// let mut squares = Vec::new();
+    /// let n = m.scan(7u64.to_be_bytes(), 100, |_, v| squares.push(v[7]))?;
+    /// assert_eq!((n, squares), (3, vec![49, 64, 81]));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn scan(
+        &self,
+        start: impl AsRef<[u8]>,
+        limit: usize,
+        mut f: impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        Ok(self.inner.idx.scan(start.as_ref(), limit, &mut f)?)
+    }
+
     /// Every entry in key order (double-ended, like [`Map::range`]).
     ///
     /// ```
