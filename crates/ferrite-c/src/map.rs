@@ -365,6 +365,9 @@ pub unsafe extern "C" fn ferrite_map_len(m: *const FerriteMap) -> u64 {
     }
 }
 
+/// A key range as Rust bounds.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// Bounds of a C range: `lo` NULL = from the first key, `hi` NULL = to the
 /// last; `flags` FERRITE_LO_EXCLUDED / FERRITE_HI_INCLUDED.
 ///
@@ -376,7 +379,7 @@ unsafe fn bounds(
     hi: *const u8,
     hi_len: usize,
     flags: u32,
-) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>), Fail> {
+) -> Result<KeyRange, Fail> {
     // SAFETY: per this function's contract.
     let (lo, hi) = unsafe { (opt_bytes(lo, lo_len)?, opt_bytes(hi, hi_len)?) };
     let lo = match lo {

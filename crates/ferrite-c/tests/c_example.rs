@@ -131,8 +131,8 @@ fn kill_9_the_c_writer_then_reopen_from_c_and_rust() {
         std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
         if let Some(a) = rest
             .lines()
-            .filter_map(|l| l.strip_prefix("acked ")?.parse().ok())
-            .last()
+            .rev()
+            .find_map(|l| l.strip_prefix("acked ")?.parse().ok())
         {
             acked = a;
         }

@@ -63,7 +63,7 @@ fn drive(cfg: &CrashConfig, map: &Map, j: &JournalHandle<Op>, broken: bool) -> R
     let e = |e: crate::Error| e.to_string();
     map.break_commit_atomicity_for_tests(broken);
     let mut model = Model::new();
-    let mut rng = SplitMix(cfg.seed ^ 0x7478_6e);
+    let mut rng = SplitMix(cfg.seed ^ 0x0074_786e);
     // Open the accounts in one batch.
     let mut b = Batch::new();
     for i in 0..ACCOUNTS {

@@ -169,7 +169,7 @@ fn kill_9_mid_transactions_then_reopen_reads_back_every_acknowledged_one() {
         // Lines printed after our last read were acknowledged too.
         let mut rest = String::new();
         std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-        let acked = rest.lines().filter_map(acked_in).last().or(acked).unwrap();
+        let acked = rest.lines().rev().find_map(acked_in).or(acked).unwrap();
         let db = Db::open(&path).unwrap();
         let m = db.map("kv").unwrap();
         let last = u64::from_be_bytes(m.get("last").unwrap().unwrap().try_into().unwrap());
