@@ -80,10 +80,10 @@ pub unsafe extern "C" fn ferrite_db_create_elf(
             if p.is_null() && nrows > 0 {
                 return Err(Fail::invalid(format!("column {c} is NULL")));
             }
-            // SAFETY: each column has nrows readable values (contract).
             cols.push(if nrows == 0 {
                 &[]
             } else {
+                // SAFETY: each column has nrows readable values (contract).
                 unsafe { std::slice::from_raw_parts(p, nrows) }
             });
         }

@@ -131,7 +131,6 @@
 //! an oversized key or value, a name that belongs to another kind of object,
 //! a pool from a newer Ferrite, a pool in use, a corrupt or foreign file.
 
-mod crash;
 mod db;
 mod elf;
 mod error;
@@ -161,13 +160,3 @@ pub const MAX_KEY: usize = ferrite_index::MAX_KEY;
 /// assert_eq!(ferrite::MAX_VALUE, 64 * 1024);
 /// ```
 pub const MAX_VALUE: usize = ferrite_index::MAX_VALUE;
-
-/// Crash-test targets of this crate, for `ferrite crash-test` (`txn`).
-///
-/// ```
-/// assert_eq!(ferrite::crash_targets()[0].0, "txn");
-/// ```
-#[doc(hidden)]
-pub fn crash_targets() -> Vec<(&'static str, ferrite_pm::CrashTarget)> {
-    vec![("txn", crash::txn_target as ferrite_pm::CrashTarget)]
-}

@@ -27,9 +27,6 @@ pub(crate) struct MapInner {
     /// refused until the pool is reopened (which replays the log).
     pub(crate) broken: AtomicBool,
     pub(crate) broken_why: Mutex<String>,
-    /// Tripwire of the `txn` crash test: commits apply their writes one by
-    /// one, without the index's write batch (not crash-atomic).
-    pub(crate) unbatched_commits: AtomicBool,
 }
 
 /// An ordered map from byte strings to byte strings, in a pool
@@ -149,6 +146,22 @@ impl Batch {
         self.wb.len()
     }
 
+    /// The writes in order: `(key, Some(value))` for a put, `(key, None)` for
+    /// a removal.
+    ///
+    /// ```
+    /// let mut b = ferrite::Batch::new();
+    /// b.put("a", "1").remove("b");
+    /// let w: Vec<_> = b.iter().collect();
+    /// assert_eq!(w, [(&b"a"[..], Some(&b"1"[..])), (&b"b"[..], None)]);
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> + '_ {
+        self.wb.ops.iter().map(|op| match op {
+            ferrite_kv::BatchOp::Put { key, value } => (key.as_slice(), Some(value.as_slice())),
+            ferrite_kv::BatchOp::Delete { key } => (key.as_slice(), None),
+        })
+    }
+
     /// True when the batch holds no write.
     ///
     /// ```
@@ -175,7 +188,6 @@ impl Map {
                 object,
                 broken: AtomicBool::new(false),
                 broken_why: Mutex::new(String::new()),
-                unbatched_commits: AtomicBool::new(false),
             }),
         }
     }
@@ -704,29 +716,23 @@ impl Map {
         Ok(self.inner.idx.pool().fence()?)
     }
 
-    /// Tripwire for the `txn` crash test: commits apply their writes one by
-    /// one instead of through the index's write batch, so a crash can leave
-    /// part of a transaction. Never use it outside that test.
-    ///
-    /// ```
-    /// # fn main() -> Result<(), ferrite::Error> {
-    /// let db = ferrite::Db::volatile(16 << 20)?;
-    /// db.map("m")?.break_commit_atomicity_for_tests(false);
-    /// # Ok(())
-    /// # }
-    /// ```
-    #[doc(hidden)]
-    pub fn break_commit_atomicity_for_tests(&self, on: bool) {
-        self.inner.unbatched_commits.store(on, Ordering::Relaxed);
-    }
-
     /// Live handles of this map (clones, iterators, transactions).
     pub(crate) fn handles(&self) -> usize {
         Arc::strong_count(&self.inner)
     }
 
-    /// The index under the map, for the crash checker.
-    pub(crate) fn index(&self) -> &FerriteIndex {
+    /// The index under the map, for tools (the crash checker's structure and
+    /// space checks).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), ferrite::Error> {
+    /// let db = ferrite::Db::volatile(16 << 20)?;
+    /// assert!(db.map("m")?.index().check_structure().is_ok());
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[doc(hidden)]
+    pub fn index(&self) -> &FerriteIndex {
         &self.inner.idx
     }
 }

@@ -335,12 +335,7 @@ impl Transaction {
                 None => wb.delete(k),
             };
         }
-        if self
-            .map
-            .inner
-            .unbatched_commits
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if ferrite_pm::tripwire::armed(ferrite_pm::tripwire::Tripwire::TxnUnbatchedCommit) {
             // Tripwire: one write at a time (a crash can cut between them).
             let idx = self.map.index();
             for (k, w) in &writes {

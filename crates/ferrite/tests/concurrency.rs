@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use ferrite::{Batch, Db, Error};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 
 const ACCOUNTS: u64 = 32;
 const OPENING: u64 = 1_000;

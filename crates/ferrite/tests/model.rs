@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 
 use ferrite::{Batch, Db, Map};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 

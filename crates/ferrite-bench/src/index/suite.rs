@@ -11,7 +11,9 @@ use ferrite_report::{BenchResult, Report};
 use serde_json::json;
 
 use crate::index::runner::{load, run as run_workload, RunSpec};
-use crate::index::variants::{default_compare, open_variant, VariantConfig, VARIANTS};
+use crate::index::variants::{
+    default_compare, open_variant, variants as known_variants, VariantConfig,
+};
 use crate::index::workload::{Distribution, KeyCodec, Op, OpMix};
 use crate::{env, BenchError, Context, Result};
 
@@ -250,7 +252,10 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
         (None, Some(v)) => v.clone(),
         (None, None) => default_compare(codec.key_len(), c.value_size),
     };
-    if let Some(bad) = variants.iter().find(|v| !VARIANTS.contains(&v.as_str())) {
+    if let Some(bad) = variants
+        .iter()
+        .find(|v| !known_variants().contains(&v.as_str()))
+    {
         return Err(BenchError::UnknownVariant(bad.clone()));
     }
     if c.scan_size == 0 && jobs.iter().any(|j| j.mix.scan > 0.0) {

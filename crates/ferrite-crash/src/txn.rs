@@ -3,17 +3,17 @@
 //! in transactions (read two balances, write both, add an audit record,
 //! sometimes retire an old one), mixed with plain writes, compare-and-swaps,
 //! write batches and rolled-back transactions. The checker is the generic
-//! [`ferrite_kv::oracle`] on the map reopened through [`Db::map`]: every
+//! [`ferrite_kv::oracle`] on the map reopened through `ferrite::Db::map`: every
 //! acknowledged transaction present, the one in flight whole or absent; plus
 //! the index's structure and space checks and the money invariant (the
 //! balances always add up to the same total).
 
 use ferrite_kv::oracle::{self, apply, Model, Op, Recovery};
 use ferrite_kv::{BatchOp, KvCursor, KvResult, OrderedKv, WriteBatch};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
-use crate::{Batch, Db, Map};
+use ferrite::{Batch, Db, Map};
 
 /// The map the workload writes.
 const MAP: &str = "accounts";
@@ -21,7 +21,7 @@ const MAP: &str = "accounts";
 const ACCOUNTS: u64 = 10;
 const OPENING: u64 = 1000;
 /// Operations of the default workload.
-pub(crate) const DEFAULT_OPS: usize = 260;
+pub const DEFAULT_OPS: usize = 260;
 
 fn account(i: u64) -> Vec<u8> {
     format!("acct:{i:02}").into_bytes()
@@ -52,6 +52,21 @@ fn effect(tx_writes: &[(Vec<u8>, Option<Vec<u8>>)]) -> Op {
     Op::Batch(ops)
 }
 
+/// The effect of a facade batch, as the oracle journals it.
+fn batch_op(b: &Batch) -> Op {
+    Op::Batch(
+        b.iter()
+            .map(|(k, v)| match v {
+                Some(v) => BatchOp::Put {
+                    key: k.to_vec(),
+                    value: v.to_vec(),
+                },
+                None => BatchOp::Delete { key: k.to_vec() },
+            })
+            .collect(),
+    )
+}
+
 fn key_of(op: &BatchOp) -> &[u8] {
     match op {
         BatchOp::Put { key, .. } | BatchOp::Delete { key } => key,
@@ -59,9 +74,8 @@ fn key_of(op: &BatchOp) -> &[u8] {
 }
 
 /// Runs the workload on `map`, journaling each operation's effect.
-fn drive(cfg: &CrashConfig, map: &Map, j: &JournalHandle<Op>, broken: bool) -> Result<(), String> {
-    let e = |e: crate::Error| e.to_string();
-    map.break_commit_atomicity_for_tests(broken);
+fn drive(cfg: &CrashConfig, map: &Map, j: &JournalHandle<Op>) -> Result<(), String> {
+    let e = |e: ferrite::Error| e.to_string();
     let mut model = Model::new();
     let mut rng = SplitMix(cfg.seed ^ 0x0074_786e);
     // Open the accounts in one batch.
@@ -69,7 +83,7 @@ fn drive(cfg: &CrashConfig, map: &Map, j: &JournalHandle<Op>, broken: bool) -> R
     for i in 0..ACCOUNTS {
         b.put(account(i), OPENING.to_be_bytes());
     }
-    let op = Op::Batch(b.wb.ops.clone());
+    let op = batch_op(&b);
     j.begin(op.clone());
     map.apply(&b).map_err(e)?;
     j.ack();
@@ -159,7 +173,7 @@ fn drive(cfg: &CrashConfig, map: &Map, j: &JournalHandle<Op>, broken: bool) -> R
                     b.put(k, vec![t as u8; 3 + (step % 20) as usize]);
                 }
             }
-            let op = Op::Batch(b.wb.ops.clone());
+            let op = batch_op(&b);
             j.begin(op.clone());
             map.apply(&b).map_err(e)?;
             op
@@ -170,17 +184,12 @@ fn drive(cfg: &CrashConfig, map: &Map, j: &JournalHandle<Op>, broken: bool) -> R
     Ok(())
 }
 
-fn workload(
-    cfg: &CrashConfig,
-    pool: &Pool,
-    j: &JournalHandle<Op>,
-    broken: bool,
-) -> Result<(), String> {
+fn workload(cfg: &CrashConfig, pool: &Pool, j: &JournalHandle<Op>) -> Result<(), String> {
     j.begin(Op::Setup);
     let db = Db::from_pool(pool.clone());
     let map = db.map(MAP).map_err(|e| e.to_string())?;
     j.ack();
-    drive(cfg, &map, j, broken)
+    drive(cfg, &map, j)
 }
 
 /// The recovered map as the oracle reads it.
@@ -268,65 +277,13 @@ fn check(pool: Pool, j: &Journal<Op>) -> Result<Model, String> {
     oracle::check_recovered(TxnRecovery { pool }, &j.acked, j.in_flight.as_ref())
 }
 
-fn run(cfg: &CrashConfig, broken: bool) -> ferrite_pm::Result<CrashReport> {
+/// The `txn` target (see the module documentation); its tripwire is
+/// `txn.unbatched-commit` (commits applied one write at a time).
+pub fn txn_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     let mut c = cfg.clone();
     if cfg.ops == CrashConfig::default().ops {
         c.ops = DEFAULT_OPS;
     }
     let c1 = c.clone();
-    explore("txn", &c, move |p, j| workload(&c1, p, j, broken), check)
-}
-
-/// The `txn` target (see the module documentation).
-pub(crate) fn txn_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    run(cfg, false)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn txn_crash_target_has_no_violations() {
-        let started = std::time::Instant::now();
-        let r = txn_target(&CrashConfig::default()).expect("explore");
-        eprintln!(
-            "txn crash test: {} fences, {} points, {} states ({} in recovery), {} violations, {} acked, {:.1} s",
-            r.fences,
-            r.points,
-            r.states,
-            r.recovery_states,
-            r.violations,
-            r.acked_ops,
-            started.elapsed().as_secs_f64()
-        );
-        for v in &r.examples {
-            eprintln!("  fence {} seed {}: {}", v.fence, v.seed, v.message);
-        }
-        assert_eq!(r.violations, 0);
-        assert!(r.states >= 10_000, "only {} states", r.states);
-    }
-
-    /// Tripwire: commits that apply their writes one by one (no redo log)
-    /// leave half transactions behind, and the crash test sees them.
-    #[test]
-    fn tripwire_unbatched_commits_are_caught() {
-        let cfg = CrashConfig {
-            ops: 60,
-            recovery_crashes: false,
-            ..CrashConfig::default()
-        };
-        let r = run(&cfg, true).expect("explore");
-        eprintln!(
-            "broken commits: {} states, {} violations; e.g. {:?}",
-            r.states,
-            r.violations,
-            r.examples.first().map(|v| &v.message)
-        );
-        assert!(r.violations > 0, "half transactions went unnoticed");
-        assert!(r
-            .examples
-            .iter()
-            .any(|v| v.message.contains("in flight: Batch")));
-    }
+    explore("txn", &c, move |p, j| workload(&c1, p, j), check)
 }
