@@ -64,14 +64,14 @@ fn run(args: &[String]) -> Result<(), Error> {
             // Continue after the last committed transaction.
             let start = m
                 .get("last")?
-                .and_then(|v| <[u8; 8]>::try_from(v).ok())
-                .map_or(0, |v| u64::from_be_bytes(v) + 1);
+                .and_then(|v| String::from_utf8(v).ok()?.parse::<u64>().ok())
+                .map_or(0, |v| v + 1);
             for i in start.. {
                 let mut tx = m.transaction()?;
                 for part in ["a", "b", "c"] {
-                    tx.upsert(format!("txn:{i:08}:{part}"), i.to_be_bytes())?;
+                    tx.upsert(format!("txn:{i:08}:{part}"), i.to_string())?;
                 }
-                tx.upsert("last", i.to_be_bytes())?;
+                tx.upsert("last", i.to_string())?;
                 tx.commit()?;
                 writeln!(out, "acked {i}").ok();
                 out.flush().ok();
