@@ -6,6 +6,8 @@
 //!   bench`): workload generation, the load/run driver, the baselines, the
 //!   named variants and the suite that builds the report.
 //! * [`elf`]: the Elf papers' experiments (`elf`).
+//! * [`facade`]: the `ferrite` facade's cost over the index, and the Python
+//!   binding against dict, LMDB and sqlite3 (`facade`).
 //! * [`env`]: the one `environment` record every report carries.
 //!
 //! The library crates depend on nothing here; this crate depends on them. The
@@ -13,6 +15,7 @@
 
 pub mod elf;
 pub mod env;
+pub mod facade;
 pub mod index;
 pub mod pm;
 pub mod pmio;
