@@ -9,6 +9,8 @@
 //! history file, [`HistoryWriter`] writes them, and [`check`] builds and runs
 //! the checker and returns its [`Summary`].
 
+pub mod proxy;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
