@@ -11,12 +11,15 @@ bytes) and operations:
   range  100 consecutive entries from a random key, 1/100 of the operations
 
 Files go to --dir (tmpfs by default, like ferrite's pool), removed afterwards.
-Prints a table, or JSON with --json (what `ferrite bench facade` reads).
+Every store is measured --rounds times (order rotating) and the median is
+reported. Prints a table, or JSON with --json (what `ferrite bench facade` reads).
 
     python python/bench/bench.py --records 200000 [--json]
 """
 
 import argparse
+import gc
+import statistics
 import json
 import os
 import random
@@ -41,9 +44,13 @@ def keys(n, seed):
 
 
 def timed(fn, ops):
-    t0 = time.perf_counter()
-    fn()
-    dt = time.perf_counter() - t0
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+    finally:
+        gc.enable()
     return ops / dt / 1e6
 
 
@@ -174,6 +181,7 @@ def main():
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--value-size", type=int, default=8)
     ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--rounds", type=int, default=3, help="every store is measured this many times, in rotating order; medians are reported")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if lmdb is None:
@@ -183,21 +191,38 @@ def main():
     sorted_keys = sorted(ks)
     starts = random.Random(3).sample(ks, max(1, a.records // 100))
     v = b"v" * a.value_size
-    results, notes = [], []
-    for cls in [Ferrite, Dict] + ([Lmdb] if lmdb else []) + [Sqlite]:
-        d = tempfile.mkdtemp(prefix="ferrite-pybench-", dir=a.dir)
-        try:
-            s = cls(d)
-            notes.append(f"{s.name}: {s.durability}")
-            for bench, fn, ops in [
-                ("set", lambda: s.set(ks, v), len(ks)),
-                ("get", lambda: s.get(probes), len(probes)),
-                ("range100", lambda: s.range(starts, 100, sorted_keys), len(starts)),
-            ]:
-                results.append({"bench": bench, "variant": s.name, "mops": timed(fn, ops), "records": a.records})
-            s.close()
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
+    classes = [Ferrite, Dict] + ([Lmdb] if lmdb else []) + [Sqlite]
+    runs, notes = {}, {}
+    for rnd in range(a.rounds):
+        # Rotate the order so that no store always runs first (or last).
+        order = classes[rnd % len(classes) :] + classes[: rnd % len(classes)]
+        for cls in order:
+            d = tempfile.mkdtemp(prefix="ferrite-pybench-", dir=a.dir)
+            try:
+                s = cls(d)
+                notes[s.name] = f"{s.name}: {s.durability}"
+                for bench, fn, ops in [
+                    ("set", lambda: s.set(ks, v), len(ks)),
+                    ("get", lambda: s.get(probes), len(probes)),
+                    ("range100", lambda: s.range(starts, 100, sorted_keys), len(starts)),
+                ]:
+                    runs.setdefault((bench, s.name), []).append(timed(fn, ops))
+                s.close()
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+    results = [
+        {
+            "bench": bench,
+            "variant": name,
+            "mops": statistics.median(v),
+            "min_mops": min(v),
+            "max_mops": max(v),
+            "rounds": len(v),
+            "records": a.records,
+        }
+        for (bench, name), v in sorted(runs.items(), key=lambda kv: [c.name for c in classes].index(kv[0][1]))
+    ]
+    notes = [notes[c.name] for c in classes]
     out = {
         "python": sys.version.split()[0],
         "records": a.records,

@@ -13,6 +13,10 @@ use crate::map::Map;
 
 /// Capacity of the DRAM pool behind each [`Db::volatile_map`]: memory is
 /// only used as the map grows (the pool is zeroed lazily by the kernel).
+///
+/// ```
+/// assert_eq!(ferrite::VOLATILE_MAP_CAPACITY, 4 << 30);
+/// ```
 pub const VOLATILE_MAP_CAPACITY: u64 = 4 << 30;
 
 struct DbInner {

@@ -11,6 +11,14 @@ use ferrite_pm::{Durability, Pool};
 use crate::error::{Error, Result};
 
 /// The largest value a column of an Elf table holds (values are 31-bit).
+///
+/// ```
+/// # fn main() -> Result<(), ferrite::Error> {
+/// let db = ferrite::Db::volatile(16 << 20)?;
+/// assert!(db.create_elf("t", &[&[ferrite::ELF_MAX_VALUE + 1]]).is_err());
+/// # Ok(())
+/// # }
+/// ```
 pub const ELF_MAX_VALUE: u32 = ferrite_elf::layout::MAX_VALUE;
 
 /// A table of `u32` columns indexed by Elf, a prefix tree over the columns

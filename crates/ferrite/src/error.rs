@@ -117,6 +117,14 @@ pub enum Error {
 }
 
 /// The facade's result type.
+///
+/// ```
+/// fn first_user(db: &ferrite::Db) -> ferrite::Result<Option<Vec<u8>>> {
+///     Ok(db.map("users")?.iter().next().transpose()?.map(|(k, _)| k))
+/// }
+/// # let db = ferrite::Db::volatile(16 << 20).unwrap();
+/// # assert_eq!(first_user(&db).unwrap(), None);
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<PmError> for Error {
