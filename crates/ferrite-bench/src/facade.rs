@@ -183,6 +183,7 @@ pub fn facade(c: &FacadeConfig) -> Result<(BenchOutput, Option<String>)> {
             extra_cols: vec![
                 "vs_index",
                 "overhead_pct",
+                "vs_dict",
                 "min_mops",
                 "max_mops",
                 "fences_per_op",
@@ -291,7 +292,8 @@ mod tests {
             records: 3000,
             operations: 3000,
             rounds: 2,
-            max_seconds: 1.0,
+            // Long enough that a starved worker on a loaded machine still runs.
+            max_seconds: 60.0,
             pool_dir: std::env::temp_dir(),
             ..FacadeConfig::default()
         };
