@@ -75,6 +75,13 @@ pub struct FacadeArgs {
     /// Records of part 2
     #[arg(long = "py-records", default_value_t = 200_000)]
     pub py_records: u64,
+    /// Runs of part 1
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "lookup,insert,update,scan"
+    )]
+    pub benches: Vec<String>,
     #[command(flatten)]
     pub io: BenchIo,
 }
@@ -320,6 +327,7 @@ pub fn run(a: BenchArgs) -> Result<i32> {
                 pool_dir: a.io.pool_dir.clone(),
                 python: a.python.clone(),
                 py_records: a.py_records,
+                benches: a.benches.clone(),
             };
             let (out, py_svg) = ferrite_bench::facade::facade(&c).map_err(lift)?;
             if let Some(svg) = py_svg {
