@@ -1,5 +1,6 @@
-//! Compiles the C++ tree_api shim into the library, and the dlopen test driver
-//! (an executable that loads the library the way PiBench does) next to it.
+//! Compiles the C++ tree_api shim (over ferrite-c's include/ferrite.h) into
+//! the library, and the dlopen test driver (an executable that loads the
+//! library the way PiBench does) next to it.
 //!
 //! The driver is compiled against PiBench's own `include/tree_api.hpp` when a
 //! checkout is available ($PIBENCH_SRC, else the one scripts/pibench/run.sh
@@ -41,13 +42,15 @@ fn upstream_header() -> Option<PathBuf> {
 fn main() {
     println!("cargo:rerun-if-changed=shim/ferrite_wrapper.cpp");
     println!("cargo:rerun-if-changed=include/tree_api.hpp");
-    println!("cargo:rerun-if-changed=include/ferrite_pibench.h");
+    println!("cargo:rerun-if-changed=../ferrite-c/include/ferrite.h");
     println!("cargo:rerun-if-changed=tests/pibench_driver.cpp");
     println!("cargo:rerun-if-changed=tests/interface/tree_api.hpp");
     cc::Build::new()
         .cpp(true)
         .file("shim/ferrite_wrapper.cpp")
         .include("include")
+        // Ferrite's C API, the only thing the shim calls.
+        .include("../ferrite-c/include")
         .flag_if_supported("-std=c++17")
         .warnings(true)
         .extra_warnings(true)

@@ -8,6 +8,8 @@
 //! * [`elf`]: the Elf papers' experiments (`elf`).
 //! * [`raft`]: the replicated service (`raft`): cluster latency, recovery,
 //!   start-up, the structures, group commit.
+//! * [`facade`]: the `ferrite` facade's cost over the index, and the Python
+//!   binding against dict, LMDB and sqlite3 (`facade`).
 //! * [`env`]: the one `environment` record every report carries.
 //!
 //! The library crates depend on nothing here; this crate depends on them. The
@@ -15,6 +17,7 @@
 
 pub mod elf;
 pub mod env;
+pub mod facade;
 pub mod index;
 pub mod pm;
 pub mod pmio;

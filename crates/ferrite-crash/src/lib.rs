@@ -14,6 +14,7 @@ pub mod index_race;
 pub mod pm;
 pub mod pmio;
 pub mod raft;
+pub mod txn;
 
 use ferrite_pm::tripwire::{self, Tripwire};
 use ferrite_pm::{CrashConfig, CrashReport, Result};

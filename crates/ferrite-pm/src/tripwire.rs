@@ -62,10 +62,13 @@ pub enum Tripwire {
     BufferInvalidateBeforeSync,
     /// Buffer manager: restart does not undo loser transactions.
     BufferSkipUndo,
+    /// Facade transactions: a commit applies its writes one by one instead of
+    /// through the index's logged write batch.
+    TxnUnbatchedCommit,
 }
 
 impl Tripwire {
-    pub const ALL: [Tripwire; 17] = [
+    pub const ALL: [Tripwire; 18] = [
         Tripwire::HeapNoLimbo,
         Tripwire::DirectoryStateFirst,
         Tripwire::LogSkipPayloadFlush,
@@ -83,6 +86,7 @@ impl Tripwire {
         Tripwire::BufferSkipWalRule,
         Tripwire::BufferInvalidateBeforeSync,
         Tripwire::BufferSkipUndo,
+        Tripwire::TxnUnbatchedCommit,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +108,7 @@ impl Tripwire {
             Tripwire::BufferSkipWalRule => "buffer.skip-wal-rule",
             Tripwire::BufferInvalidateBeforeSync => "buffer.invalidate-before-sync",
             Tripwire::BufferSkipUndo => "buffer.skip-undo",
+            Tripwire::TxnUnbatchedCommit => "txn.unbatched-commit",
         }
     }
 

@@ -7,6 +7,10 @@
 //! This is a tools crate: it depends on every library crate and on the crash
 //! targets; no library depends on it.
 
+mod facade;
+
+pub use facade::FacadeKv;
+
 use ferrite_crash as crash;
 use ferrite_kv::{KvResult, OrderedKv};
 use ferrite_pm::tripwire::Tripwire;
@@ -318,6 +322,27 @@ fn open_btree_ssd_bm(s: &KvSpec<'_>) -> KvResult<Opened> {
     open_btree(s, ferrite_buffer::Design::SsdBm)
 }
 
+fn open_facade(s: &KvSpec<'_>) -> KvResult<Opened> {
+    let pool = s
+        .pool
+        .ok_or_else(|| ferrite_kv::KvError::Backend("a facade map needs a pool".into()))?;
+    let map = ferrite::Db::from_pool(pool.clone())
+        .map(s.name)
+        .map_err(|e| ferrite_kv::KvError::Backend(e.to_string()))?;
+    let m2 = map.clone();
+    Ok(Opened {
+        kv: std::sync::Arc::new(FacadeKv(map)),
+        memory: Box::new(move || {
+            let m = m2.index().memory_usage();
+            MemoryUse {
+                dram_bytes: m.dram_bytes,
+                pm_bytes: m.pm_bytes,
+            }
+        }),
+        notes: Vec::new(),
+    })
+}
+
 // ----- the registry ----------------------------------------------------------------------
 
 static STRUCTURES: &[Structure] = &[
@@ -519,6 +544,25 @@ static STRUCTURES: &[Structure] = &[
                 open: open_btree_ssd_bm,
             },
         ],
+    },
+    Structure {
+        name: "map",
+        // Its objects are index objects (checked as such).
+        object_type: None,
+        about: "the ferrite facade's named map: the index behind a writer gate, with compare-and-swap and transactions",
+        verify: None,
+        crash_tests: &[CrashTest {
+            name: "txn",
+            run: crash::txn::txn_target,
+            config: default_config,
+            tripwire: Tripwire::TxnUnbatchedCommit,
+        }],
+        kv: &[KvVariant {
+            name: "ferrite-facade",
+            about: "the ferrite facade's Map (Db::map) over the persistent index",
+            needs_pool: true,
+            open: open_facade,
+        }],
     },
 ];
 

@@ -121,6 +121,11 @@ fn buffer_ssd_bm() {
 }
 
 #[test]
+fn txn() {
+    passes("txn", 10_000);
+}
+
+#[test]
 fn every_target_is_in_this_suite() {
     let here = [
         "buffer",
@@ -136,6 +141,7 @@ fn every_target_is_in_this_suite() {
         "index-batch-race",
         "raft-list",
         "raft-btree",
+        "txn",
     ];
     for t in ferrite_registry::crash_tests() {
         assert!(here.contains(&t.name), "{} has no test here", t.name);
@@ -158,6 +164,7 @@ fn tripwires_are_caught() {
         ("buffer", 220),
         ("buffer-pm-direct", 220),
         ("buffer-ssd-bm", 220),
+        ("txn", 60),
     ] {
         caught(name, ops);
     }

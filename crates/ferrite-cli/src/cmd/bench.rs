@@ -50,6 +50,42 @@ pub enum BenchWhat {
     Elf(elf::ElfBenchArgs),
     /// Replicated service: cluster latency, recovery, start-up; structures; group commit
     Raft(super::raft_bench::RaftBenchArgs),
+    /// The ferrite facade's cost over the index; the Python binding vs dict, LMDB, sqlite3
+    Facade(FacadeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FacadeArgs {
+    /// Records to load (part 1: facade vs index)
+    #[arg(short = 'n', long = "records", default_value_t = 1_000_000)]
+    pub records: u64,
+    /// Operations per run
+    #[arg(short = 'p', long = "operations", default_value_t = 1_000_000)]
+    pub operations: u64,
+    /// Rounds of both variants, order alternating (medians are reported)
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Worker threads
+    #[arg(short = 't', long = "threads", default_value_t = 1)]
+    pub threads: usize,
+    /// Stop a run after this many seconds
+    #[arg(long = "max-seconds", default_value_t = 5.0)]
+    pub max_seconds: f64,
+    /// A Python interpreter with the ferrite (pip install ./python) and lmdb packages: part 2
+    #[arg(long)]
+    pub python: Option<PathBuf>,
+    /// Records of part 2
+    #[arg(long = "py-records", default_value_t = 200_000)]
+    pub py_records: u64,
+    /// Runs of part 1
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "lookup,insert,update,scan"
+    )]
+    pub benches: Vec<String>,
+    #[command(flatten)]
+    pub io: BenchIo,
 }
 
 /// The index benchmark's flags: PiBench's names (`-n -p -t -k -v -f -r -i -u -d
@@ -284,6 +320,29 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Some(BenchWhat::Interleave(a)) => pmio::run_bench("interleave", a),
         Some(BenchWhat::Elf(a)) => elf::run_bench(a),
         Some(BenchWhat::Raft(a)) => super::raft_bench::run(a),
+        Some(BenchWhat::Facade(a)) => {
+            let c = ferrite_bench::facade::FacadeConfig {
+                records: a.records,
+                operations: a.operations,
+                rounds: a.rounds,
+                threads: a.threads,
+                max_seconds: a.max_seconds,
+                pool_dir: a.io.pool_dir.clone(),
+                python: a.python.clone(),
+                py_records: a.py_records,
+                benches: a.benches.clone(),
+            };
+            let (out, py_svg) = ferrite_bench::facade::facade(&c).map_err(lift)?;
+            if let Some(svg) = py_svg {
+                std::fs::create_dir_all(&a.io.out)?;
+                let p = a.io.out.join("facade-python.svg");
+                std::fs::write(&p, svg)?;
+                if !a.io.json {
+                    println!("python chart: {}", p.display());
+                }
+            }
+            finish(out, &a.io, "facade")
+        }
         None => index_bench(*a.index),
     }
 }

@@ -121,3 +121,33 @@ impl OrderedKv for FerriteIndex {
         Ok(Box::new(Cursor::new(self)))
     }
 }
+
+/// Reads for embedders (the `ferrite` facade): a lookup that lends the value
+/// instead of copying it, and the backward step of a reverse iteration.
+impl FerriteIndex {
+    /// Calls `f` with the value of `key` without copying it, and returns what
+    /// `f` returned (`None` when the key is absent). The value is the one
+    /// stored when the lookup validated, seen whole: never part of a write
+    /// batch (like every read, see `isolated`). An out-of-line value is lent
+    /// from the pool; an inline one (at most 8 bytes) from a copy on the
+    /// stack.
+    ///
+    /// `f` runs while this thread is pinned in the index's reclamation epoch:
+    /// blocks that writers retire meanwhile are freed only after it returns,
+    /// so a long `f` holds memory back (it blocks no reader or writer).
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> KvResult<Option<R>> {
+        let g = crossbeam_epoch::pin();
+        let found = self.isolated(|| self.lookup_ref(key, &g))?;
+        Ok(found.map(|v| f(v.bytes())))
+    }
+
+    /// The entry with the largest key below `bound` (below every key when
+    /// `bound` is `None`: the last entry), read whole with respect to write
+    /// batches. The step of a reverse iteration.
+    pub fn last_below(&self, bound: Option<&[u8]>) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
+        if let Some(b) = bound {
+            check_sizes(b, None, MAX_KEY, MAX_VALUE)?;
+        }
+        self.isolated(|| self.prev_entry(bound))
+    }
+}

@@ -16,6 +16,23 @@ use crate::inner::SearchKey;
 use crate::leaf::*;
 use crate::{MAX_KEY, MAX_VALUE};
 
+/// A value found by [`FerriteIndex::lookup_ref`]: an inline value (copied,
+/// at most 8 bytes) or an out-of-line block in the pool.
+pub(super) enum ValueRef<'g> {
+    Inline([u8; 8], usize),
+    Block(&'g [u8]),
+}
+
+impl ValueRef<'_> {
+    #[inline]
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            ValueRef::Inline(b, n) => &b[..*n],
+            ValueRef::Block(b) => b,
+        }
+    }
+}
+
 /// Result of [`FerriteIndex::snapshot_narrow`].
 pub(super) enum Narrow {
     /// Every entry inline; the next leaf's offset.
@@ -28,12 +45,30 @@ pub(super) enum Narrow {
 
 impl FerriteIndex {
     pub(super) fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+        let g = epoch::pin();
+        Ok(match self.lookup_ref(key, &g)? {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(v.bytes());
+                true
+            }
+            None => false,
+        })
+    }
+
+    /// The value of `key` at a validated version, without copying an
+    /// out-of-line value: the block stays intact while `g` is pinned (it is
+    /// only freed through epoch reclamation).
+    pub(super) fn lookup_ref<'g>(
+        &'g self,
+        key: &[u8],
+        g: &'g epoch::Guard,
+    ) -> KvResult<Option<ValueRef<'g>>> {
         check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
         let sk = SearchKey::new(key);
         let fp = fingerprint(key);
-        let g = epoch::pin();
         'retry: loop {
-            let rt = self.inner.route(&sk, true, false, &g);
+            let rt = self.inner.route(&sk, true, false, g);
             let lf = self.leaf(rt.leaf);
             let Some(v) = self.read_begin(lf) else {
                 continue;
@@ -74,24 +109,21 @@ impl FerriteIndex {
             // it (see `Route::still_valid`).
             let Some(r) = hit else {
                 if self.validate(lf, v) && rt.still_valid() {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 continue;
             };
             if !self.validate(lf, v) || !rt.still_valid() {
                 continue;
             }
-            out.clear();
             let vc = vcode(r.d) as usize;
             if vc <= INLINE_MAX {
-                out.extend_from_slice(&r.vw.to_le_bytes()[..vc]);
-            } else {
-                match self.ool(r.vw) {
-                    Some(b) => out.extend_from_slice(b),
-                    None => continue,
-                }
+                return Ok(Some(ValueRef::Inline(r.vw.to_le_bytes(), vc)));
             }
-            return Ok(true);
+            match self.ool(r.vw) {
+                Some(b) => return Ok(Some(ValueRef::Block(b))),
+                None => continue,
+            }
         }
     }
 
