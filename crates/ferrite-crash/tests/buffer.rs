@@ -52,6 +52,7 @@ fn every_tripwire_is_caught() {
     for (d, tw) in cases {
         let cfg = CrashConfig {
             recovery_crashes: false,
+            stop_after_violations: 1,
             ..CrashConfig::default()
         };
         let r = tripwire::with(tw, || explore_design(&cfg, d, DEFAULT_OPS)).unwrap();

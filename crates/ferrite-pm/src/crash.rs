@@ -56,6 +56,10 @@ pub struct CrashConfig {
     pub recovery_crashes: bool,
     /// Images per crash point inside recovery (>= 1).
     pub recovery_seeds: u32,
+    /// Stop checking once this many violations were found (0: never stop).
+    /// Tripwire runs set it to 1: one violation shows the checker caught the
+    /// broken variant, and the rest of the exploration would cost time only.
+    pub stop_after_violations: u64,
 }
 
 impl Default for CrashConfig {
@@ -69,6 +73,7 @@ impl Default for CrashConfig {
             ops: 600,
             recovery_crashes: true,
             recovery_seeds: 3,
+            stop_after_violations: 0,
         }
     }
 }
@@ -393,6 +398,9 @@ where
             let dirty = point.dirty_lines();
             let j = journal.0.lock().unwrap().clone();
             let mut a = acc.lock().unwrap();
+            if cfg.stop_after_violations > 0 && a.violations >= cfg.stop_after_violations {
+                return;
+            }
             a.points += 1;
             // Seeds beyond the first two only differ when some line is dirty.
             let n = if dirty.is_empty() { 1 } else { seeds };

@@ -40,6 +40,7 @@ fn caught(name: &str, ops: usize) {
     let mut cfg = (t.config)();
     cfg.ops = ops;
     cfg.recovery_crashes = false;
+    cfg.stop_after_violations = 1;
     let r = tripwire::with(t.tripwire, || (t.run)(&cfg)).unwrap();
     eprintln!(
         "{name} with tripwire {}: {} violations in {} states",

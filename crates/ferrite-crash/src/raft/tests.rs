@@ -13,6 +13,7 @@ fn tripped<M: CrashMap>(t: Tripwire) -> CrashReport {
         ops: 400,
         points: CrashPoints::Sample(300),
         recovery_crashes: false,
+        stop_after_violations: 1,
         ..CrashConfig::default()
     };
     let r = tripwire::with(t, || target::<M>("tripwire", &cfg)).expect("explore");
