@@ -583,3 +583,13 @@ pub fn short_name(path: &Path) -> String {
         .unwrap_or(f)
         .to_string()
 }
+
+/// Paths of the probe wrappers build.rs compiles (tests/wrappers), for other
+/// crates' tests of the harness: a correct wrapper per layout, and one whose
+/// scans come back in descending order and which misses one lookup in seven.
+#[doc(hidden)]
+pub mod probes {
+    pub const EP2: &str = env!("FPH_PROBE_EP2");
+    pub const OPTIQL: &str = env!("FPH_PROBE_OPTIQL");
+    pub const EP2_WRONG: &str = env!("FPH_PROBE_EP2_WRONG");
+}

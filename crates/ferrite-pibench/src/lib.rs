@@ -113,6 +113,7 @@ pub unsafe extern "C" fn ferrite_kv_open(
             value_size,
             reopen,
             redb_load_batch: 1,
+            threads: 1,
         };
         let _ = threads; // every operation is thread-safe; nothing to size per thread
         let inst = open_variant(&name, &cfg).map_err(|e| e.to_string())?;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use ferrite_index::{FerriteIndex, OrderedKv};
 use ferrite_pm::{Pool, PoolOptions};
 
-use crate::index::baselines::{BTreeMapKv, RedbKv, U64MapKv, BTREEMAP_LABEL, U64_MAP_LABEL};
+use crate::index::baselines::{
+    BTreeMapKv, RedbKv, SkipListKv, U64MapKv, BTREEMAP_LABEL, SKIPLIST_LABEL, U64_MAP_LABEL,
+};
 use crate::{BenchError, Result};
 
 /// Every variant name `--index` / `--compare` accept.
@@ -16,6 +18,7 @@ pub const VARIANTS: &[&str] = &[
     "ferrite-dram",
     "btreemap",
     "btreemap-u64",
+    "skiplist",
     "redb",
     "redb-nosync",
 ];
@@ -84,6 +87,8 @@ pub struct VariantConfig {
     pub reopen: bool,
     /// Records per write transaction while loading redb (1 = a commit per record).
     pub redb_load_batch: usize,
+    /// The most worker threads any phase will use (PiBench's `num_threads`).
+    pub threads: usize,
 }
 
 impl VariantConfig {
@@ -110,7 +115,8 @@ pub struct MemoryReport {
     pub pm_source: &'static str,
 }
 
-type MemFn = Box<dyn Fn() -> MemoryReport + Send + Sync>;
+/// Measures an instance's memory (see [`Instance::new`]).
+pub type MemFn = Box<dyn Fn() -> MemoryReport + Send + Sync>;
 
 /// One opened index plus what it needs to stay alive and be cleaned up.
 pub struct Instance {
@@ -133,6 +139,31 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// An instance of `kv`; `files` (files or directories) are removed when
+    /// it is dropped.
+    pub fn new(
+        kv: Arc<dyn OrderedKv>,
+        name: &str,
+        durability: String,
+        label: String,
+        contract: String,
+        memory: MemFn,
+        files: Vec<PathBuf>,
+    ) -> Instance {
+        Instance {
+            kv,
+            name: name.into(),
+            durability,
+            label,
+            contract,
+            load_batch: 1,
+            memory,
+            notes: Vec::new(),
+            files,
+            _keep: None,
+        }
+    }
+
     pub fn memory(&self) -> MemoryReport {
         (self.memory)()
     }
@@ -146,7 +177,11 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         for f in &self.files {
-            let _ = std::fs::remove_file(f);
+            if f.is_dir() {
+                let _ = std::fs::remove_dir_all(f);
+            } else {
+                let _ = std::fs::remove_file(f);
+            }
         }
     }
 }
@@ -217,6 +252,23 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 _keep: None,
             })
         }
+        "skiplist" => {
+            let growth = heap_growth_since();
+            Ok(Instance::new(
+                Arc::new(SkipListKv::new()),
+                name,
+                "volatile (DRAM, gone with the process)".into(),
+                SKIPLIST_LABEL.into(),
+                VOLATILE.into(),
+                Box::new(move || MemoryReport {
+                    dram_bytes: growth(),
+                    pm_bytes: None,
+                    dram_source: "malloc",
+                    pm_source: "-",
+                }),
+                Vec::new(),
+            ))
+        }
         "redb" | "redb-nosync" => {
             let mode = if name == "redb" {
                 RedbMode::Immediate
@@ -263,6 +315,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             })
         }
         "ferrite" | "ferrite-dram" => open_ferrite(name, cfg),
+        peer if crate::index::peers::is_peer(peer) => crate::index::peers::open_peer(peer, cfg),
         other => Err(BenchError::UnknownVariant(other.into())),
     }
 }
@@ -371,6 +424,7 @@ mod tests {
             value_size: 8,
             reopen: false,
             redb_load_batch: 100,
+            threads: 1,
         }
     }
 
@@ -451,6 +505,7 @@ mod memory_tests {
             value_size: 8,
             reopen: false,
             redb_load_batch: 100,
+            threads: 1,
         };
         c.max_records = 100_000;
         let inst = open_variant("btreemap", &c).unwrap();

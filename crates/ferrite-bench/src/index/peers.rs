@@ -1,0 +1,246 @@
+//! Published PM indexes as benchmark variants: `pibench:PATH` loads a PiBench
+//! wrapper library through [`ferrite_pibench_host`] and runs it in this
+//! harness beside Ferrite's indexes.
+//!
+//! A spec is `pibench:PATH`, `pibench-ep2:PATH` or `pibench-optiql:PATH`
+//! (the layout named rather than read from the vtable), optionally followed by
+//! `?OPT&OPT…`:
+//!
+//! * `pool=dir`: `create_tree` gets a directory to create its pools in
+//!   (PACTree) instead of a pool file path;
+//! * `keys=u64|bytes`: how 8-byte keys are handed over (default: native
+//!   integers for the ep2 layout, as PiBench master passes them; bytes for
+//!   optiql);
+//! * `env=NAME=VALUE`: set before the library is loaded (repeatable);
+//! * `name=NAME`: the name in tables and charts (default: from the file name).
+//!
+//! Every peer gets a fresh directory `<pool dir>/ferrite-peer-NAME-PID/` for its
+//! pool, removed afterwards. PMDK on tmpfs would flush with msync; the harness
+//! sets `PMEM_IS_PMEM_FORCE=1` (unless already set) so it flushes with cache
+//! line write-backs as on real PM. Peers run in a child process of their own
+//! (see `suite`), so a crash of one is reported and the others still run.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ferrite_pibench_host::{parse_spec, short_name, KeyOrder, Layout, PiBenchTree, TreeOptions};
+
+use crate::index::variants::{Instance, MemoryReport, VariantConfig};
+use crate::{BenchError, Result};
+
+/// A parsed `pibench:` spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerSpec {
+    pub lib: PathBuf,
+    pub layout: Option<Layout>,
+    pub pool_is_dir: bool,
+    pub keys: Option<KeyOrder>,
+    pub env: Vec<(String, String)>,
+    pub name: String,
+}
+
+/// True for a `pibench:`, `pibench-ep2:` or `pibench-optiql:` variant.
+pub fn is_peer(v: &str) -> bool {
+    v.starts_with("pibench:") || v.starts_with("pibench-ep2:") || v.starts_with("pibench-optiql:")
+}
+
+impl PeerSpec {
+    pub fn parse(spec: &str) -> Result<PeerSpec> {
+        let (head, opts) = match spec.split_once('?') {
+            Some((h, o)) => (h, o),
+            None => (spec, ""),
+        };
+        let (layout, lib) = parse_spec(head).ok_or_else(|| {
+            BenchError::Options(format!(
+                "{spec:?}: a peer is pibench:PATH, pibench-ep2:PATH or pibench-optiql:PATH"
+            ))
+        })?;
+        let mut p = PeerSpec {
+            name: short_name(&lib),
+            lib,
+            layout,
+            pool_is_dir: false,
+            keys: None,
+            env: Vec::new(),
+        };
+        for o in opts.split('&').filter(|o| !o.is_empty()) {
+            let (k, v) = o.split_once('=').unwrap_or((o, ""));
+            match (k, v) {
+                ("pool", "dir") => p.pool_is_dir = true,
+                ("pool", "file") => p.pool_is_dir = false,
+                ("keys", "u64") => p.keys = Some(KeyOrder::NativeU64),
+                ("keys", "bytes") => p.keys = Some(KeyOrder::Bytes),
+                ("name", n) if !n.is_empty() => p.name = n.to_string(),
+                ("env", kv) => match kv.split_once('=') {
+                    Some((n, val)) if !n.is_empty() => p.env.push((n.into(), val.into())),
+                    _ => return Err(BenchError::Options(format!("{spec:?}: env=NAME=VALUE"))),
+                },
+                _ => {
+                    return Err(BenchError::Options(format!(
+                        "{spec:?}: unknown option {o:?} (pool=dir|file, keys=u64|bytes, env=NAME=VALUE, name=NAME)"
+                    )))
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Anonymous resident memory of this process (`RssAnon`), in bytes: DRAM the
+/// peer allocated whatever its allocator (the peers link jemalloc, whose
+/// memory glibc's statistics do not see). Pool mappings are shared file pages
+/// and do not count.
+pub fn rss_anon_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Bytes allocated to the files under `dir` (tmpfs pages touched), recursively.
+pub fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        let Ok(m) = e.metadata() else { continue };
+        if m.is_dir() {
+            total += allocated_bytes(&e.path());
+        } else {
+            total += m.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// Opens the peer of `spec` with a fresh pool directory in `cfg.pool_dir`.
+pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
+    let p = PeerSpec::parse(spec)?;
+    if !p.lib.is_file() {
+        return Err(BenchError::Unavailable {
+            name: p.name.clone(),
+            why: format!(
+                "{} not found (build the peers with scripts/peers/build.sh)",
+                p.lib.display()
+            ),
+        });
+    }
+    if std::env::var_os("PMEM_IS_PMEM_FORCE").is_none() {
+        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
+    }
+    for (n, v) in &p.env {
+        std::env::set_var(n, v);
+    }
+    let dir = cfg
+        .pool_dir
+        .join(format!("ferrite-peer-{}-{}", p.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|source| BenchError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let pool_path = if p.pool_is_dir {
+        dir.clone()
+    } else {
+        dir.join("pool")
+    };
+    let rss0 = rss_anon_bytes();
+    let opts = TreeOptions {
+        key_size: cfg.key_len,
+        value_size: cfg.value_size,
+        pool_path: pool_path.clone(),
+        // PACTree allocates a 512 MiB operation log in its own pool of this
+        // size: fewer than 1 GiB fails ("!!! alloc error", then a segfault).
+        pool_size: cfg.pool_bytes().max(1 << 30),
+        num_threads: cfg.threads.max(1),
+    };
+    let mut tree = match PiBenchTree::open(&p.lib, p.layout, &opts, &p.name) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(BenchError::Unavailable {
+                name: p.name.clone(),
+                why: e.to_string(),
+            });
+        }
+    };
+    if let Some(k) = p.keys {
+        tree.set_key_order(k);
+    }
+    let layout = tree.layout();
+    let slots = tree
+        .vtable_slots()
+        .map_or("named".to_string(), |s| format!("{s} slots"));
+    let keys = match tree.key_order() {
+        KeyOrder::NativeU64 => "8-byte keys as native integers",
+        KeyOrder::Bytes => "keys as bytes",
+    };
+    let label = format!(
+        "PiBench wrapper {} ({} layout, vtable {}; {keys})",
+        p.lib.display(),
+        layout.name(),
+        slots
+    );
+    let d2 = dir.clone();
+    Ok(Instance::new(
+        Arc::new(tree),
+        &p.name,
+        format!(
+            "pool in {} (PMDK: PMEM_IS_PMEM_FORCE={}): survives a process crash if the index is correct, not power loss (tmpfs is DRAM)",
+            pool_path.display(),
+            std::env::var("PMEM_IS_PMEM_FORCE").unwrap_or_default()
+        ),
+        label,
+        "the published index's own guarantees; pool on tmpfs".into(),
+        Box::new(move || MemoryReport {
+            dram_bytes: rss_anon_bytes().zip(rss0).map(|(a, b)| a.saturating_sub(b)),
+            pm_bytes: Some(allocated_bytes(&d2)),
+            dram_source: "RssAnon",
+            pm_source: "tmpfs blocks",
+        }),
+        vec![dir],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_options() {
+        let p = PeerSpec::parse("pibench:/w/libpactree_pmem.so?pool=dir&env=A=1&name=pac").unwrap();
+        assert_eq!(p.lib, PathBuf::from("/w/libpactree_pmem.so"));
+        assert!(p.pool_is_dir);
+        assert_eq!(p.env, vec![("A".to_string(), "1".to_string())]);
+        assert_eq!(p.name, "pac");
+        assert_eq!(p.layout, None);
+        let p = PeerSpec::parse("pibench-ep2:/w/libfptree_pmem.so?keys=bytes").unwrap();
+        assert_eq!(p.layout, Some(Layout::Ep2));
+        assert_eq!(p.keys, Some(KeyOrder::Bytes));
+        assert_eq!(p.name, "fptree_pmem");
+        assert!(PeerSpec::parse("pibench:/w/x.so?frobnicate").is_err());
+        assert!(PeerSpec::parse("pibench:").is_err());
+        assert!(is_peer("pibench-optiql:/x.so") && !is_peer("ferrite"));
+    }
+
+    #[test]
+    fn a_missing_library_is_unavailable_not_a_crash() {
+        let cfg = VariantConfig {
+            pool_dir: std::env::temp_dir(),
+            pool_path: None,
+            pool_size: 0,
+            max_records: 10,
+            key_len: 8,
+            value_size: 8,
+            reopen: false,
+            redb_load_batch: 1,
+            threads: 1,
+        };
+        assert!(matches!(
+            open_peer("pibench:/nonexistent/libx.so", &cfg),
+            Err(BenchError::Unavailable { .. })
+        ));
+    }
+}
