@@ -12,7 +12,10 @@
 //!   integers for the ep2 layout, as PiBench master passes them; bytes for
 //!   optiql);
 //! * `env=NAME=VALUE`: set before the library is loaded (repeatable);
-//! * `name=NAME`: the name in tables and charts (default: from the file name).
+//! * `name=NAME`: the name in tables and charts (default: from the file name);
+//! * `pool_size=SIZE`: the pool size passed to `create_tree` (default: the
+//!   harness's estimate for the records, at least 1 GiB). PMDK allocates the
+//!   whole pool when it creates it, on tmpfs in DRAM.
 //!
 //! Every peer gets a fresh directory `<pool dir>/ferrite-peer-NAME-PID/` for its
 //! pool, removed afterwards. PMDK on tmpfs would flush with msync; the harness
@@ -37,6 +40,19 @@ pub struct PeerSpec {
     pub keys: Option<KeyOrder>,
     pub env: Vec<(String, String)>,
     pub name: String,
+    /// `pool_size=` (bytes): overrides the size the harness computes.
+    pub pool_size: Option<u64>,
+}
+
+/// `4G`, `512M`, `65536`: bytes.
+fn parse_bytes(s: &str) -> Option<u64> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
 }
 
 /// True for a `pibench:`, `pibench-ep2:` or `pibench-optiql:` variant.
@@ -62,6 +78,7 @@ impl PeerSpec {
             pool_is_dir: false,
             keys: None,
             env: Vec::new(),
+            pool_size: None,
         };
         for o in opts.split('&').filter(|o| !o.is_empty()) {
             let (k, v) = o.split_once('=').unwrap_or((o, ""));
@@ -71,13 +88,18 @@ impl PeerSpec {
                 ("keys", "u64") => p.keys = Some(KeyOrder::NativeU64),
                 ("keys", "bytes") => p.keys = Some(KeyOrder::Bytes),
                 ("name", n) if !n.is_empty() => p.name = n.to_string(),
+                ("pool_size", n) => {
+                    p.pool_size = Some(parse_bytes(n).ok_or_else(|| {
+                        BenchError::Options(format!("{spec:?}: pool_size={n:?} is not a size (4G, 512M, …)"))
+                    })?)
+                }
                 ("env", kv) => match kv.split_once('=') {
                     Some((n, val)) if !n.is_empty() => p.env.push((n.into(), val.into())),
                     _ => return Err(BenchError::Options(format!("{spec:?}: env=NAME=VALUE"))),
                 },
                 _ => {
                     return Err(BenchError::Options(format!(
-                        "{spec:?}: unknown option {o:?} (pool=dir|file, keys=u64|bytes, env=NAME=VALUE, name=NAME)"
+                        "{spec:?}: unknown option {o:?} (pool=dir|file, pool_size=SIZE, keys=u64|bytes, env=NAME=VALUE, name=NAME)"
                     )))
                 }
             }
@@ -153,7 +175,7 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
         pool_path: pool_path.clone(),
         // PACTree allocates a 512 MiB operation log in its own pool of this
         // size: fewer than 1 GiB fails ("!!! alloc error", then a segfault).
-        pool_size: cfg.pool_bytes().max(1 << 30),
+        pool_size: p.pool_size.unwrap_or_else(|| cfg.pool_bytes().max(1 << 30)),
         num_threads: cfg.threads.max(1),
     };
     let mut tree = match PiBenchTree::open(&p.lib, p.layout, &opts, &p.name) {
@@ -215,6 +237,10 @@ mod tests {
         assert!(p.pool_is_dir);
         assert_eq!(p.env, vec![("A".to_string(), "1".to_string())]);
         assert_eq!(p.name, "pac");
+        assert_eq!(p.pool_size, None);
+        let p = PeerSpec::parse("pibench:/w/libroart_dcmm.so?pool_size=6G").unwrap();
+        assert_eq!(p.pool_size, Some(6 << 30));
+        assert!(PeerSpec::parse("pibench:/w/x.so?pool_size=lots").is_err());
         assert_eq!(p.layout, None);
         let p = PeerSpec::parse("pibench-ep2:/w/libfptree_pmem.so?keys=bytes").unwrap();
         assert_eq!(p.layout, Some(Layout::Ep2));
