@@ -130,6 +130,39 @@ static inline uint64_t ferrite_cmpeq_epi8_mask512(ferrite_m512 a, ferrite_m512 b
 #endif
 EOF
 
+# Counting builds (lib*_count.so, for VLDB'22 Fig. 9 only: the counter costs
+# an atomic add per flush): every cache-line flush instruction in a peer's
+# source gets `ferrite_flush_count();` before it, which increments the
+# exported counter `ferrite_flushed_lines` that `ferrite bench` reads after
+# each run. Flushes through PMDK are counted by the ferrite binary itself
+# (it interposes libpmem; see crates/ferrite-pibench-host/shim/host.cpp).
+FLUSH_COUNT=$BUILD/ferrite_flush_count.h
+cat >"$FLUSH_COUNT" <<'EOF'
+// Written by ferrite's scripts/peers/build.sh: the flush counter of the
+// counting builds (read by ferrite bench through dlsym).
+#ifndef FERRITE_FLUSH_COUNT_H
+#define FERRITE_FLUSH_COUNT_H
+#ifdef __cplusplus
+#include <atomic>
+extern "C" {
+__attribute__((weak, visibility("default"))) std::atomic<unsigned long> ferrite_flushed_lines{0};
+}
+static inline void ferrite_flush_count() { ferrite_flushed_lines.fetch_add(1, std::memory_order_relaxed); }
+#endif
+#endif
+EOF
+
+# count_patch FILE...: put ferrite_flush_count(); before each one-line flush
+# statement (clwb, clflush, clflushopt, and their .byte encodings) that sits
+# in a braced body; fails when a file has none (the patch no longer applies).
+count_patch() {
+    local f
+    for f in "$@"; do
+        sed -i -E 's/^([[:space:]]*)(asm volatile\("(clwb|clflush|clflushopt|\.byte 0x66; (clflush|xsaveopt)))/\1ferrite_flush_count(); \2/' "$f"
+        grep -q ferrite_flush_count "$f" || { echo "counting patch: no flush instruction found in $f"; return 1; }
+    done
+}
+
 # Every CMake project fetches PiBench master for tree_api.hpp; use the
 # user's checkout instead of the network.
 CMAKE_COMMON=(-DCMAKE_BUILD_TYPE=Release "-DFETCHCONTENT_SOURCE_DIR_PIBENCH=$PIBENCH_MASTER_SRC" -DFETCHCONTENT_FULLY_DISCONNECTED=ON
@@ -176,6 +209,14 @@ build_fptree() {
             || { echo "fptree $mode: build failed (see $BUILD/fptree/build-$mode/*.log)"; return 1; }
         cp "build-$mode/src/libfptree_pibench_wrapper.so" "$OUT/libfptree_$mode.so"
     done
+    # Counting build: FPTree flushes only through PMDK (pmemobj_persist), which
+    # the ferrite binary counts; the header marks the build as counted.
+    rm -rf build-count && mkdir build-count && (cd build-count \
+        && cmake "${CMAKE_COMMON[@]}" -DTEST_MODE=0 -DNDEBUG=1 -DPMEM_BACKEND=PMEM \
+            "-DCMAKE_CXX_FLAGS=-include $FLUSH_COUNT" .. >cmake.log 2>&1 \
+        && make -j"$JOBS" >make.log 2>&1) \
+        && cp build-count/src/libfptree_pibench_wrapper.so "$OUT/libfptree_pmem_count.so" \
+        || echo "fptree: the counting build failed (see $BUILD/fptree/build-count/*.log)" >&2
 }
 
 # ---- LB+-Tree (pibench-ep2/LB+-Tree) -----------------------------------------
@@ -203,6 +244,10 @@ build_lbtree() {
             || { echo "lbtree $mode: build failed (see $BUILD/lbtree/make-$mode.log)"; return 1; }
         mv liblbtree_wrapper.so "$OUT/liblbtree_$mode.so"
     done
+    count_patch common/nvm-common.h && make clean >/dev/null 2>&1 \
+        && make CFLAGS="-DPMEM -include $RTM_FALLBACK -include $FLUSH_COUNT -fopenmp" >make-count.log 2>&1 \
+        && mv liblbtree_wrapper.so "$OUT/liblbtree_pmem_count.so" \
+        || echo "lbtree: the counting build failed (see $BUILD/lbtree/make-count.log)" >&2
 }
 
 # ---- DPTree (pibench-ep2/DPTree) ---------------------------------------------
@@ -224,6 +269,11 @@ build_dptree() {
             || { echo "dptree $mode: build failed (see $BUILD/dptree/build-$mode/*.log)"; return 1; }
         cp "build-$mode/libdptree_pibench_wrapper.so" "$OUT/libdptree_$mode.so"
     done
+    count_patch src/util.cpp && rm -rf build-count && mkdir build-count && (cd build-count \
+        && cmake "${CMAKE_COMMON[@]}" "-DCMAKE_CXX_FLAGS=-I$STX_BTREE_SRC/include -include $FLUSH_COUNT" .. >cmake.log 2>&1 \
+        && make -j"$JOBS" >make.log 2>&1) \
+        && cp build-count/libdptree_pibench_wrapper.so "$OUT/libdptree_pmem_count.so" \
+        || echo "dptree: the counting build failed (see $BUILD/dptree/build-count/*.log)" >&2
 }
 
 # ---- ROART (pibench-ep2/ROART) ---------------------------------------------
@@ -248,6 +298,18 @@ build_roart() {
             || { echo "roart $mode: build failed (see $BUILD/roart/make-$mode.log)"; return 1; }
         mv libroart_wrapper.so "$OUT/libroart_$mode.so"
     done
+    # ROART's flushes are macros (asm_clwb is used as a loop body without
+    # braces): make each one statement that counts, then flushes.
+    sed -i -e 's|^    asm volatile(".byte 0x66; xsaveopt %0" : "+m"(\*(volatile char \*)addr));|    do { ferrite_flush_count(); asm volatile(".byte 0x66; xsaveopt %0" : "+m"(*(volatile char *)addr)); } while (0);|' \
+           -e 's|({ __asm__ __volatile__("clflush %0" : : "m"(\*addr)); })|({ ferrite_flush_count(); __asm__ __volatile__("clflush %0" : : "m"(*addr)); })|' nvm_mgr/util.h
+    if [ "$(grep -c ferrite_flush_count nvm_mgr/util.h)" = 2 ]; then
+        make clean >/dev/null 2>&1
+        make CFLAGS="$fix -include $FLUSH_COUNT" LIB="$lib" >make-count.log 2>&1 \
+            && mv libroart_wrapper.so "$OUT/libroart_dcmm_count.so" \
+            || echo "roart: the counting build failed (see $BUILD/roart/make-count.log)" >&2
+    else
+        echo "roart: the counting patch no longer applies to nvm_mgr/util.h" >&2
+    fi
 }
 
 # ---- PACTree (pibench-ep2/pactree) -------------------------------------------
@@ -272,6 +334,14 @@ build_pactree() {
     # The wrapper links libpactree.so and libpdlart (built beside it).
     cp build/src/libpactree.so "$OUT/" 2>/dev/null || true
     find build -name 'libpdlart*' -exec cp {} "$OUT/" \; 2>/dev/null || true
+    # Counting build: libpactree.so holds the flushes; its own directory, as
+    # the wrapper finds libpactree.so beside it.
+    count_patch include/arch.h && sed -i "s|-fPIC -pthread|-fPIC -pthread -include $FLUSH_COUNT|" CMakeLists.txt \
+        && rm -rf build-count && mkdir build-count && (cd build-count \
+            && cmake "${CMAKE_COMMON[@]}" .. >cmake.log 2>&1 && make -j"$JOBS" >make.log 2>&1) \
+        && mkdir -p "$OUT/count" && cp build-count/src/libpactree_pibench_wrapper.so "$OUT/count/libpactree_pmem_count.so" \
+        && cp build-count/src/libpactree.so "$OUT/count/" \
+        || echo "pactree: the counting build failed (see $BUILD/pactree/build-count/*.log)" >&2
 }
 
 # ---- uTree (pibench-ep2/utree) -----------------------------------------------
@@ -285,22 +355,35 @@ build_utree() {
         && make -j"$JOBS" >make.log 2>&1) \
         || { echo "utree: build failed (see $BUILD/utree/build/*.log)"; return 1; }
     cp build/src/libutree_pibench_wrapper.so "$OUT/libutree.so"
+    count_patch utree.h && rm -rf build-count && mkdir build-count && (cd build-count \
+        && cmake "${CMAKE_COMMON[@]}" "-DCMAKE_CXX_FLAGS=-include $FLUSH_COUNT" .. >cmake.log 2>&1 \
+        && make -j"$JOBS" >make.log 2>&1) \
+        && cp build-count/src/libutree_pibench_wrapper.so "$OUT/libutree_count.so" \
+        || echo "utree: the counting build failed (see $BUILD/utree/build-count/*.log)" >&2
 }
 
 # ---- the manifest's specs ----------------------------------------------------
 specs_for() {
     case $1 in
-        fptree) echo "fptree_pmem fptree_dram fptree_pmem_varkey" ;;
-        lbtree) echo "lbtree_pmem lbtree_dram lbtree_pmem_varkey" ;;
-        dptree) echo "dptree_pmem dptree_pmem_varkey" ;;
-        roart) echo "roart_dcmm roart_pmdk roart_dram" ;;
-        pactree) echo "pactree_pmem" ;;
-        utree) echo "utree" ;;
+        fptree) echo "fptree_pmem fptree_dram fptree_pmem_varkey fptree_pmem_count" ;;
+        lbtree) echo "lbtree_pmem lbtree_dram lbtree_pmem_varkey lbtree_pmem_count" ;;
+        dptree) echo "dptree_pmem dptree_pmem_varkey dptree_pmem_count" ;;
+        roart) echo "roart_dcmm roart_pmdk roart_dram roart_dcmm_count" ;;
+        pactree) echo "pactree_pmem pactree_pmem_count" ;;
+        utree) echo "utree utree_count" ;;
+    esac
+}
+
+lib_of() {  # where a built library is
+    case $1 in
+        pactree_pmem_count) echo "$OUT/count/lib$1.so" ;;
+        *) echo "$OUT/lib$1.so" ;;
     esac
 }
 
 spec_of() {  # the --compare entry of a built library
-    local lib=$OUT/lib$1.so opts=""
+    local lib opts=""
+    lib=$(lib_of "$1")
     case $1 in
         # PACTree takes a directory and creates three pools in it (dl, sl, log),
         # each of the pool size: 2 GiB each holds 10 M records and its 512 MiB log.
@@ -317,7 +400,7 @@ for peer in $PEERS; do
     reason=$(tail -1 "$BUILD/$peer.log")
     if [ "$status" = 0 ]; then
         for s in $(specs_for "$peer"); do
-            if [ -f "$OUT/lib$s.so" ]; then
+            if [ -f "$(lib_of "$s")" ]; then
                 record "$s" ok "$(spec_of "$s")" ""
                 log "  built lib$s.so"
             fi

@@ -146,6 +146,40 @@ def latency(d, stem):
     return out
 
 
+def written(d, stem):
+    """Fig. 9: bytes flushed to PM per operation (cache lines x 64)."""
+    r = load(os.path.join(d, stem + ".json"))
+    if not r:
+        return []
+    res = [x for x in r["results"] if x["threads"] == 1]
+    names = []
+    for x in res:
+        if x["variant"] not in names:
+            names.append(x["variant"])
+    benches = []
+    for x in res:
+        if x["bench"] not in benches:
+            benches.append(x["bench"])
+    out = ["| index | " + " | ".join(f"{b} B/op" for b in benches) + " | load B/insert | counted by |",
+           "|---|" + "---|" * (len(benches) + 2)]
+    for n in names:
+        row = [n]
+        src = "-"
+        load_l = None
+        for b in benches:
+            x = next((x for x in res if x["variant"] == n and x["bench"] == b), None)
+            l = x.get("lines_per_op") if x else None
+            row.append("not counted" if l is None else f"{l * 64:.0f}")
+            if x:
+                src = x.get("flush_source", src)
+                load_l = x.get("load_lines_per_insert", load_l)
+        row.append("-" if load_l is None else f"{load_l * 64:.0f}")
+        row.append(src)
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    return out
+
+
 def wrong(d, stems):
     out = []
     for s in stems:
@@ -161,12 +195,14 @@ def wrong(d, stems):
 def main():
     d = sys.argv[1]
     fl, fnotes = floor(d)
-    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig10"]
+    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig9", "fig10"]
              if os.path.exists(os.path.join(d, s + ".json"))]
     print(f"# VLDB'22 figures: results in {d}\n")
     for n in fnotes:
         print(n + "\n")
     for s in stems:
+        if s == "fig9":
+            continue  # counting builds: their throughput is not comparable
         print(f"## {s}\n")
         print("\n".join(figure(d, s, fl)))
     if "fig2" in stems:
@@ -174,6 +210,9 @@ def main():
         print("\n".join(memory(d, "fig2")))
         print("## Fig. 6: latency at 1 thread (fig2, 10% of operations timed)\n")
         print("\n".join(latency(d, "fig2")))
+    if "fig9" in stems:
+        print("## Fig. 9: PM bytes written (flushed) per operation, 1 thread\n")
+        print("\n".join(written(d, "fig9")))
     if "fig10" in stems:
         print("## Fig. 10 memory after the load\n")
         print("\n".join(memory(d, "fig10")))

@@ -18,7 +18,7 @@ N=${N:-10000000}            # records loaded (the paper: 100 M)
 P=${P:-2000000}             # operations per run
 THREADS=${THREADS:-1,2}     # the paper: 1..80; this machine: 2 cores
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}   # the paper's 10-second runs
-FIGURES=${FIGURES:-"fig2 fig4skew fig5 fig7 fig10 floor"}
+FIGURES=${FIGURES:-"floor fig2 fig4skew fig5 fig7 fig9 fig10"}
 POOL_DIR=${POOL_DIR:-/dev/shm}
 
 log() { echo "[vldb22] $*" >&2; }
@@ -43,6 +43,7 @@ compare() {
 PM_PEERS="fptree_pmem lbtree_pmem dptree_pmem roart_dcmm roart_pmdk pactree_pmem utree"
 VAR_PEERS="fptree_pmem_varkey lbtree_pmem_varkey dptree_pmem_varkey roart_dcmm"
 DRAM_PEERS="fptree_dram lbtree_dram roart_dram"
+COUNT_PEERS="fptree_pmem_count lbtree_pmem_count dptree_pmem_count roart_dcmm_count pactree_pmem_count utree_count"
 
 bench() {  # bench NAME ARGS...: one ferrite bench invocation
     local name=$1; shift
@@ -72,6 +73,11 @@ for f in $FIGURES; do
                   bench "fig7-k$k" -k "$k" --benches lookup,scan,insert --latency_sampling 0 \
                       --compare "$(compare ferrite $VAR_PEERS)"
               done ;;
+        # Fig. 9: PM bytes written per operation = cache lines flushed x 64,
+        # with the peers' counting builds (their throughput is not reported:
+        # the counter costs an atomic add per flush).
+        fig9) bench fig9 -t 1 --benches lookup,scan,update,insert --latency_sampling 0 \
+                  --compare "$(compare ferrite $COUNT_PEERS)" ;;
         # Fig. 10: the PM indexes in DRAM mode against DRAM indexes.
         fig10) bench fig10 --benches lookup,scan,update,insert --latency_sampling 0 \
                    --compare "$(compare ferrite-dram $DRAM_PEERS btreemap btreemap-u64 skiplist)" ;;

@@ -373,3 +373,123 @@ int fph_tls_setup(fph_tree* t) {
 }
 
 }  // extern "C"
+
+// ---- counting what PMDK flushes ------------------------------------------------
+// libpmemobj flushes through libpmem's pmem_flush/pmem_drain/pmem_persist/
+// pmem_memcpy/... (imported symbols). When the executable exports the
+// definitions below (ferrite's build exports them: crates/ferrite-cli/build.rs),
+// the dynamic linker binds libpmemobj's references to them: they count the
+// cache lines flushed and the drains, then call libpmem's own functions.
+// Flushes a wrapper issues with its own instructions are not seen here.
+
+#include <atomic>
+
+namespace {
+
+std::atomic<unsigned long long> g_pmdk_lines{0};
+std::atomic<unsigned long long> g_pmdk_drains{0};
+std::atomic<unsigned long long> g_pmdk_calls{0};
+
+void* libpmem_symbol(const char* name) {
+    void* h = dlopen("libpmem.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (h == nullptr) h = dlopen("libpmem.so.1", RTLD_NOW | RTLD_LOCAL);
+    return h ? dlsym(h, name) : nullptr;
+}
+
+template <class F>
+F real(const char* name, std::atomic<void*>& cache) {
+    void* p = cache.load(std::memory_order_acquire);
+    if (p == nullptr) {
+        p = libpmem_symbol(name);
+        if (p == nullptr) {
+            std::fprintf(stderr, "ferrite-pibench-host: libpmem has no %s\n", name);
+            std::abort();
+        }
+        cache.store(p, std::memory_order_release);
+    }
+    return reinterpret_cast<F>(p);
+}
+
+void count_lines(const void* addr, size_t len) {
+    if (len == 0) return;
+    auto a = reinterpret_cast<std::uintptr_t>(addr);
+    unsigned long long lines = ((a + len - 1) >> 6) - (a >> 6) + 1;
+    g_pmdk_lines.fetch_add(lines, std::memory_order_relaxed);
+    g_pmdk_calls.fetch_add(1, std::memory_order_relaxed);
+}
+
+constexpr unsigned F_NODRAIN = 1u << 0;   // PMEM_F_MEM_NODRAIN
+constexpr unsigned F_NOFLUSH = 1u << 5;   // PMEM_F_MEM_NOFLUSH
+
+}  // namespace
+
+extern "C" {
+
+// Lines flushed and drains through libpmem since the process started, and
+// how many calls were seen (0: the interposition is not active).
+void fph_pmdk_counters(unsigned long long out[3]) {
+    out[0] = g_pmdk_lines.load(std::memory_order_relaxed);
+    out[1] = g_pmdk_drains.load(std::memory_order_relaxed);
+    out[2] = g_pmdk_calls.load(std::memory_order_relaxed);
+}
+
+void pmem_flush(const void* addr, size_t len) {
+    static std::atomic<void*> c{nullptr};
+    count_lines(addr, len);
+    real<void (*)(const void*, size_t)>("pmem_flush", c)(addr, len);
+}
+
+void pmem_persist(const void* addr, size_t len) {
+    static std::atomic<void*> c{nullptr};
+    count_lines(addr, len);
+    g_pmdk_drains.fetch_add(1, std::memory_order_relaxed);
+    real<void (*)(const void*, size_t)>("pmem_persist", c)(addr, len);
+}
+
+int pmem_msync(const void* addr, size_t len) {
+    static std::atomic<void*> c{nullptr};
+    count_lines(addr, len);
+    g_pmdk_drains.fetch_add(1, std::memory_order_relaxed);
+    return real<int (*)(const void*, size_t)>("pmem_msync", c)(addr, len);
+}
+
+void pmem_drain(void) {
+    static std::atomic<void*> c{nullptr};
+    g_pmdk_drains.fetch_add(1, std::memory_order_relaxed);
+    g_pmdk_calls.fetch_add(1, std::memory_order_relaxed);
+    real<void (*)(void)>("pmem_drain", c)();
+}
+
+void* pmem_memcpy(void* dst, const void* src, size_t len, unsigned flags) {
+    static std::atomic<void*> c{nullptr};
+    if ((flags & F_NOFLUSH) == 0) count_lines(dst, len);
+    if ((flags & (F_NODRAIN | F_NOFLUSH)) == 0) g_pmdk_drains.fetch_add(1, std::memory_order_relaxed);
+    return real<void* (*)(void*, const void*, size_t, unsigned)>("pmem_memcpy", c)(dst, src, len,
+                                                                                 flags);
+}
+
+void* pmem_memmove(void* dst, const void* src, size_t len, unsigned flags) {
+    static std::atomic<void*> c{nullptr};
+    if ((flags & F_NOFLUSH) == 0) count_lines(dst, len);
+    if ((flags & (F_NODRAIN | F_NOFLUSH)) == 0) g_pmdk_drains.fetch_add(1, std::memory_order_relaxed);
+    return real<void* (*)(void*, const void*, size_t, unsigned)>("pmem_memmove", c)(dst, src, len,
+                                                                                  flags);
+}
+
+void* pmem_memset(void* dst, int ch, size_t len, unsigned flags) {
+    static std::atomic<void*> c{nullptr};
+    if ((flags & F_NOFLUSH) == 0) count_lines(dst, len);
+    if ((flags & (F_NODRAIN | F_NOFLUSH)) == 0) g_pmdk_drains.fetch_add(1, std::memory_order_relaxed);
+    return real<void* (*)(void*, int, size_t, unsigned)>("pmem_memset", c)(dst, ch, len, flags);
+}
+
+// The library's own flush counter (scripts/peers' counting builds define
+// `ferrite_flushed_lines`), or -1 when it has none.
+long long fph_own_flushes(const fph_tree* t) {
+    void* p = dlsym(t->handle, "ferrite_flushed_lines");
+    if (p == nullptr) return -1;
+    return static_cast<long long>(
+        static_cast<std::atomic<unsigned long>*>(p)->load(std::memory_order_relaxed));
+}
+
+}  // extern "C"

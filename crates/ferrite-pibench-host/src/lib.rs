@@ -90,6 +90,8 @@ mod ffi {
             vlen: usize,
         ) -> c_int;
         pub fn fph_tls_setup(t: *mut FphTree) -> c_int;
+        pub fn fph_pmdk_counters(out: *mut u64);
+        pub fn fph_own_flushes(t: *const FphTree) -> i64;
     }
 }
 
@@ -552,6 +554,28 @@ impl OrderedKv for PiBenchTree {
             "{}: PiBench's interface has no cursor",
             self.name
         )))
+    }
+}
+
+/// Cache lines flushed and drains issued through libpmem (PMDK's flushes and
+/// any wrapper's `pmem_*` calls) since the process started. None when the
+/// executable does not interpose libpmem (only `ferrite`'s build exports the
+/// counting definitions; see shim/host.cpp) or nothing was flushed yet.
+pub fn pmdk_flushes() -> Option<(u64, u64)> {
+    let mut out = [0u64; 3];
+    // SAFETY: out has the three slots the shim writes.
+    unsafe { ffi::fph_pmdk_counters(out.as_mut_ptr()) };
+    (out[2] > 0).then_some((out[0], out[1]))
+}
+
+impl PiBenchTree {
+    /// Lines the library flushed with its own instructions, counted by the
+    /// `ferrite_flushed_lines` counter of scripts/peers' counting builds
+    /// (None for any other build).
+    pub fn own_flushes(&self) -> Option<u64> {
+        // SAFETY: live handle.
+        let n = unsafe { ffi::fph_own_flushes(self.t) };
+        (n >= 0).then_some(n as u64)
     }
 }
 

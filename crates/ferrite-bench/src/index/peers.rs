@@ -26,7 +26,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ferrite_pibench_host::{parse_spec, short_name, KeyOrder, Layout, PiBenchTree, TreeOptions};
+use ferrite_pibench_host::{
+    parse_spec, pmdk_flushes, short_name, KeyOrder, Layout, PiBenchTree, TreeOptions,
+};
 
 use crate::index::variants::{Instance, MemoryReport, VariantConfig};
 use crate::{BenchError, Result};
@@ -206,8 +208,10 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
         slots
     );
     let d2 = dir.clone();
-    Ok(Instance::new(
-        Arc::new(tree),
+    let tree = Arc::new(tree);
+    let counted = tree.clone();
+    let mut inst = Instance::new(
+        tree,
         &p.name,
         format!(
             "pool in {} (PMDK: PMEM_IS_PMEM_FORCE={}): survives a process crash if the index is correct, not power loss (tmpfs is DRAM)",
@@ -223,7 +227,17 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
             pm_source: "tmpfs blocks",
         }),
         vec![dir],
-    ))
+    );
+    // A counting build (scripts/peers: lib*_count.so) counts the flush
+    // instructions of its own code; PMDK's flushes for it are counted by the
+    // ferrite binary's libpmem interposers. Both, or nothing.
+    if counted.own_flushes().is_some() {
+        inst.flushed_lines = Some(Box::new(move || {
+            let own = counted.own_flushes()?;
+            Some(own + pmdk_flushes().map_or(0, |(lines, _)| lines))
+        }));
+    }
+    Ok(inst)
 }
 
 #[cfg(test)]

@@ -464,6 +464,7 @@ fn run_index(
         (0.0, 0.0, 0.0, 0.0, 0.0)
     } else {
         emit(Event::Running(format!("loading {} records", c.records)));
+        let flushed0 = inst.flushed_lines.as_ref().and_then(|f| f());
         progress.load_begin(&name, lt, c.records);
         let ls = load(kv, codec, c.records, lt, inst.load_batch, &|d| {
             progress.load_progress(d)
@@ -479,11 +480,15 @@ fn run_index(
             emit(Event::Warning(n));
         }
         let n = c.records.max(1) as f64;
+        let counted = inst.flushed_lines.as_ref().and_then(|f| f());
         (
             ls.secs,
             c.records as f64 / ls.secs.max(1e-9) / 1e6,
             ls.persist.fences as f64 / n,
-            ls.persist.flushed_lines as f64 / n,
+            match (flushed0, counted) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64 / n,
+                _ => ls.persist.flushed_lines as f64 / n,
+            },
             ls.cpu_secs,
         )
     };
@@ -514,10 +519,14 @@ fn run_index(
             };
             progress.run_begin(&name, t, &j.name);
             emit(Event::Running(format!("{} at {t} thread(s)", j.name)));
+            let flushed0 = inst.flushed_lines.as_ref().and_then(|f| f());
             let st = run_workload(kv, codec, key_space, &next_fresh, &spec, expected.as_mut())
                 .context_with(|| format!("{} on {name}", j.name))?;
             wrong_values += st.wrong_values;
             wrong_total += st.wrong_answers();
+            let flushed = flushed0
+                .zip(inst.flushed_lines.as_ref().and_then(|f| f()))
+                .map(|(a, b)| b.saturating_sub(a));
             let ops = st.ops.max(1) as f64;
             let mut b = BenchResult::new(&j.name, &name, param.clone(), t as u32, st.mops())
                 .with("ops", st.ops)
@@ -548,7 +557,14 @@ fn run_index(
                     .with("fences_per_op", st.persist.fences as f64 / ops)
                     .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
                     .with("load_fences_per_insert", load_f)
-                    .with("load_lines_per_insert", load_l);
+                    .with("load_lines_per_insert", load_l)
+                    .with("flush_source", "ferrite-pm counters");
+            } else if let Some(lines) = flushed {
+                // A counting build: its own flush instructions plus PMDK's.
+                b = b
+                    .with("lines_per_op", lines as f64 / ops)
+                    .with("load_lines_per_insert", load_l)
+                    .with("flush_source", "counting build + libpmem interposition");
             }
             if let Some(x) = mem.dram_bytes {
                 b = b.with("dram_bytes", x);

@@ -118,6 +118,9 @@ pub struct MemoryReport {
 /// Measures an instance's memory (see [`Instance::new`]).
 pub type MemFn = Box<dyn Fn() -> MemoryReport + Send + Sync>;
 
+/// Counts an instance's flushed cache lines (see [`Instance::flushed_lines`]).
+pub type FlushFn = Box<dyn Fn() -> Option<u64> + Send + Sync>;
+
 /// One opened index plus what it needs to stay alive and be cleaned up.
 pub struct Instance {
     pub kv: Arc<dyn OrderedKv>,
@@ -133,6 +136,10 @@ pub struct Instance {
     memory: MemFn,
     /// What opening found (e.g. the rebuild after a reopen).
     pub notes: Vec<String>,
+    /// Cache lines flushed so far, for an index whose flushes the PM layer's
+    /// counters do not see (a published peer in a counting build); None
+    /// where they cannot be counted.
+    pub flushed_lines: Option<FlushFn>,
     files: Vec<PathBuf>,
     /// Holds the pool (if any) until after the index is dropped.
     _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
@@ -159,6 +166,7 @@ impl Instance {
             load_batch: 1,
             memory,
             notes: Vec::new(),
+            flushed_lines: None,
             files,
             _keep: None,
         }
@@ -248,6 +256,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_source: "-",
                 }),
                 notes: Vec::new(),
+                flushed_lines: None,
                 files: Vec::new(),
                 _keep: None,
             })
@@ -310,6 +319,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_source: "file",
                 }),
                 notes: Vec::new(),
+                flushed_lines: None,
                 files: vec![path],
                 _keep: None,
             })
@@ -342,6 +352,7 @@ fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 }
             }),
             notes: Vec::new(),
+            flushed_lines: None,
             files: Vec::new(),
             _keep: None,
         });
@@ -405,6 +416,7 @@ fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             }
         }),
         notes,
+        flushed_lines: None,
         files: if temporary { vec![path] } else { Vec::new() },
         _keep: Some(Box::new(pool)),
     })
