@@ -351,6 +351,7 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                 contract,
             }),
             Event::Note(n) => r.notes.push(n),
+            // A warning is also a note of the report (once).
             Event::Warning(w) => {
                 r.notes.push(w.clone());
                 warnings.push(w);
@@ -451,7 +452,6 @@ fn run_index(
     let name = inst.name.clone();
     emit(Event::Note(format!("{name}: {}", inst.durability)));
     for n in &inst.notes {
-        emit(Event::Note(n.clone()));
         emit(Event::Warning(n.clone()));
     }
     emit(Event::Info {
@@ -476,7 +476,6 @@ fn run_index(
                 "{name}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
                 ls.inserted, c.records, c.key_size
             );
-            emit(Event::Note(n.clone()));
             emit(Event::Warning(n));
         }
         let n = c.records.max(1) as f64;
@@ -611,7 +610,6 @@ fn run_index(
                     Some(x) => format!("{n}; the first: {x}"),
                     None => n,
                 };
-                emit(Event::Note(n.clone()));
                 emit(Event::Warning(n));
             }
             emit(Event::Result(Box::new(b)));
