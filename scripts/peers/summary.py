@@ -195,19 +195,21 @@ def wrong(d, stems):
 def main():
     d = sys.argv[1]
     fl, fnotes = floor(d)
-    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig9", "fig10"]
+    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig9", "fig10", "table3"]
              if os.path.exists(os.path.join(d, s + ".json"))]
     print(f"# VLDB'22 figures: results in {d}\n")
     for n in fnotes:
         print(n + "\n")
     for s in stems:
-        if s == "fig9":
-            continue  # counting builds: their throughput is not comparable
+        if s in ("fig9", "table3"):
+            continue  # counting builds / a memory measurement: no throughput table
         print(f"## {s}\n")
         print("\n".join(figure(d, s, fl)))
+    t3 = "table3" if os.path.exists(os.path.join(d, "table3.json")) else "fig2"
+    if os.path.exists(os.path.join(d, t3 + ".json")):
+        print(f"## Table 3: memory after the load ({t3})\n")
+        print("\n".join(memory(d, t3)))
     if "fig2" in stems:
-        print("## Table 3: memory after the load (fig2)\n")
-        print("\n".join(memory(d, "fig2")))
         print("## Fig. 6: latency at 1 thread (fig2, 10% of operations timed)\n")
         print("\n".join(latency(d, "fig2")))
     if "fig9" in stems:

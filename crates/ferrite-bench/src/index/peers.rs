@@ -121,7 +121,33 @@ pub fn rss_anon_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Bytes allocated to the files under `dir` (tmpfs pages touched), recursively.
+/// Resident bytes of this process's mappings of files under `dir`
+/// (`/proc/self/smaps`): the pool pages the index has touched. PMDK and
+/// `pmem_map_file` allocate a whole pool file when they create it, so the
+/// file's allocated blocks say nothing about what the index uses; the pages
+/// it faulted in do. None when smaps cannot be read.
+pub fn mapped_rss_bytes(dir: &Path) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let prefix = dir.to_string_lossy().into_owned();
+    let mut total = 0u64;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            // A mapping's header: address perms offset dev inode [path].
+            inside = line
+                .split_whitespace()
+                .nth(5)
+                .is_some_and(|p| p.starts_with(&prefix));
+        } else if inside && first == "Rss:" {
+            total += f.next().and_then(|kb| kb.parse::<u64>().ok()).unwrap_or(0) * 1024;
+        }
+    }
+    Some(total)
+}
+
+/// Bytes allocated to the files under `dir` (tmpfs pages), recursively.
 pub fn allocated_bytes(dir: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let mut total = 0;
@@ -222,9 +248,9 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
         "the published index's own guarantees; pool on tmpfs".into(),
         Box::new(move || MemoryReport {
             dram_bytes: rss_anon_bytes().zip(rss0).map(|(a, b)| a.saturating_sub(b)),
-            pm_bytes: Some(allocated_bytes(&d2)),
+            pm_bytes: Some(mapped_rss_bytes(&d2).unwrap_or_else(|| allocated_bytes(&d2))),
             dram_source: "RssAnon",
-            pm_source: "tmpfs blocks",
+            pm_source: "pool pages touched",
         }),
         vec![dir],
     );
@@ -263,6 +289,42 @@ mod tests {
         assert!(PeerSpec::parse("pibench:/w/x.so?frobnicate").is_err());
         assert!(PeerSpec::parse("pibench:").is_err());
         assert!(is_peer("pibench-optiql:/x.so") && !is_peer("ferrite"));
+    }
+
+    #[test]
+    fn touched_pool_pages_are_counted() {
+        let dir = std::env::temp_dir().join(format!("ferrite-peers-rss-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.join("pool"))
+            .unwrap();
+        f.set_len(64 << 20).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of a 64 MiB file, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                64 << 20,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let before = mapped_rss_bytes(&dir).unwrap();
+        // Touch 1 MiB of it.
+        // SAFETY: within the mapping.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 1, 1 << 20) };
+        let after = mapped_rss_bytes(&dir).unwrap();
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 64 << 20) };
+        assert!(after - before >= 1 << 20 && after < 8 << 20, "{before} -> {after}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
