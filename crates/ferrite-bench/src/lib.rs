@@ -24,7 +24,7 @@ pub use index::{baselines, runner, variants, workload};
 pub use index::baselines::{BTreeMapKv, RedbKv, U64MapKv};
 pub use index::runner::{load, run, LoadStats, Percentiles, RunSpec, RunStats};
 pub use index::variants::{
-    open_variant, Instance, MemoryReport, RedbMode, VariantConfig, VARIANTS,
+    open_variant, variants, Instance, MemoryReport, RedbMode, VariantConfig, BASELINES,
 };
 pub use index::workload::{Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
 
@@ -43,7 +43,7 @@ pub struct BenchOutput {
 pub enum BenchError {
     #[error("invalid benchmark options: {0}")]
     Options(String),
-    #[error("unknown index {0:?} (known: {known})", known = VARIANTS.join(", "))]
+    #[error("unknown index {0:?} (known: {known})", known = variants().join(", "))]
     UnknownVariant(String),
     #[error("index {name:?} is not available: {why}")]
     Unavailable { name: String, why: String },

@@ -5,13 +5,52 @@ use ferrite_pm::PmError;
 pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_BAD_POOL: i32 = 2;
 pub const EXIT_VIOLATIONS: i32 = 3;
+/// `ferrite check` found nothing wrong but could not check every object.
+pub const EXIT_UNCHECKED: i32 = 4;
 pub const EXIT_USAGE: i32 = 64;
 
-/// Exit status for an error: 2 when the root cause is a missing or bad pool.
+/// The PM-layer error behind `cause`, looking through the other crates'
+/// wrappers (which display it transparently).
+fn pm_error<'a>(cause: &'a (dyn std::error::Error + 'static)) -> Option<&'a PmError> {
+    if let Some(pe) = cause.downcast_ref::<PmError>() {
+        return Some(pe);
+    }
+    if let Some(ke) = cause.downcast_ref::<ferrite_kv::KvError>() {
+        return ke.storage_error().and_then(|s| s.downcast_ref::<PmError>());
+    }
+    if let Some(ferrite_pmio::PmioError::Pm(pe)) = cause.downcast_ref::<ferrite_pmio::PmioError>() {
+        return Some(pe);
+    }
+    if let Some(ferrite_elf::ElfError::Pm(pe)) = cause.downcast_ref::<ferrite_elf::ElfError>() {
+        return Some(pe);
+    }
+    None
+}
+
+/// Whether `cause` reports corruption (any crate's spelling of it).
+fn is_corrupt(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause
+        .downcast_ref::<ferrite_kv::KvError>()
+        .is_some_and(|k| k.is_corrupt())
+        || matches!(
+            cause.downcast_ref::<ferrite_pmio::PmioError>(),
+            Some(ferrite_pmio::PmioError::Corrupt { .. })
+        )
+        || matches!(
+            cause.downcast_ref::<ferrite_elf::ElfError>(),
+            Some(ferrite_elf::ElfError::Corrupt(_))
+        )
+}
+
+/// Exit status for an error: 2 when the root cause is a missing, bad or
+/// corrupt pool, or a pool another process holds.
 pub fn exit_code(e: &anyhow::Error) -> i32 {
     for cause in e.chain() {
-        if let Some(pe) = cause.downcast_ref::<PmError>() {
-            if pe.is_bad_pool() {
+        if is_corrupt(cause) {
+            return EXIT_BAD_POOL;
+        }
+        if let Some(pe) = pm_error(cause) {
+            if pe.is_bad_pool() || matches!(pe, PmError::InUse { .. }) {
                 return EXIT_BAD_POOL;
             }
             if let PmError::Io { source, .. } = pe {

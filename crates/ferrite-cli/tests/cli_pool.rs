@@ -1,9 +1,16 @@
 //! The `ferrite` binary as a user runs it: pools, bad input, crash tests.
 
+use ferrite_pm::{Pool, PoolOptions};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
+/// Held (shared) while a child runs. A forked child holds copies of this
+/// process's file descriptors until it execs, and with them their `flock`s; a
+/// test that checks a lock is free after dropping a pool takes it exclusively.
+static SPAWNING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 fn ferrite(args: &[&str]) -> Output {
+    let _g = SPAWNING.read().unwrap_or_else(|e| e.into_inner());
     Command::new(env!("CARGO_BIN_EXE_ferrite"))
         .args(args)
         .output()
@@ -153,17 +160,43 @@ fn crash_test_reports_json_and_rejects_unknown_targets() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("unknown crash-test target"));
     let o = ferrite(&["crash-test", "list"]);
-    assert!(stdout(&o).lines().any(|l| l == "allocator"));
+    assert!(stdout(&o).lines().any(|l| l.starts_with("allocator ")));
+    // A tripwire breaks the target on purpose: violations, exit 3.
+    let o = ferrite(&[
+        "crash-test",
+        "index",
+        "--ops",
+        "200",
+        "--no-recovery-crashes",
+        "--tripwire",
+        "index.skip-insert-flush",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["violations"].as_u64().unwrap() > 0);
+    assert_eq!(v["tripwire"], "index.skip-insert-flush");
 }
 
 #[test]
 fn demo_writes_reopens_and_verifies() {
     let p = Tmp::new("demo");
-    let o = ferrite(&["demo", "--pool", p.s(), "--blocks", "2000"]);
+    let o = ferrite(&["demo", "--pool", p.s(), "--keys", "2000"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("verified  all 2000 blocks intact"), "{out}");
+    assert!(out.contains("verified  all 2000 keys"), "{out}");
     assert!(!p.0.exists(), "demo removes its pool unless --keep");
+}
+
+/// Issue 9, defect 5: `ferrite demo --pool EXISTING` used to delete the file.
+#[test]
+fn demo_never_removes_a_file_it_did_not_create() {
+    let p = Tmp::new("demo-existing");
+    std::fs::write(&p.0, b"somebody's data").unwrap();
+    let o = ferrite(&["demo", "--pool", p.s()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&p.0).unwrap(), b"somebody's data");
 }
 
 #[test]
@@ -173,26 +206,141 @@ fn check_finds_corrupt_objects() {
         "demo",
         "--pool",
         p.s(),
-        "--blocks",
+        "--keys",
         "50",
         "--size",
         "4M",
         "--keep",
     ]);
-    assert!(o.status.success());
+    assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(ferrite(&["check", p.s()]).status.code(), Some(0));
-    // Corrupt the first slot pointer of the demo table (its root block is the
-    // first 64-byte block of the first chunk): point it into the header.
+    // The demo index's head leaf is the first block of the first chunk;
+    // overwrite the leaf's magic (its last word).
     let mut b = std::fs::read(&p.0).unwrap();
     let info: serde_json::Value =
         serde_json::from_slice(&ferrite(&["info", p.s(), "--json"]).stdout).unwrap();
     assert_eq!(info["objects"][0]["name"], "demo");
-    let heap_off = find_heap_off(&b);
-    b[heap_off as usize..heap_off as usize + 8].copy_from_slice(&8u64.to_le_bytes());
+    let magic = find_heap_off(&b) as usize + 512 - 8;
+    b[magic..magic + 8].copy_from_slice(&0xdead_beefu64.to_le_bytes());
     std::fs::write(&p.0, &b).unwrap();
     let o = ferrite(&["check", p.s()]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
     assert!(stdout(&o).contains("CORRUPT"));
+}
+
+/// Issue 9, defect 6: page-store and in-place objects are checked (they used
+/// to be reported healthy unseen), and an unknown type is not "healthy".
+#[test]
+fn check_looks_at_every_object_type() {
+    use ferrite_pmio::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
+    use ferrite_pmio::page::{DirtyMask, Method, PageStore, PageStoreConfig};
+    let p = Tmp::new("types");
+    {
+        // No fork while this process holds the pool (see SPAWNING).
+        let _quiet = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+        let pool = Pool::create(&p.0, 8 << 20, &PoolOptions::default()).unwrap();
+        let mut st = PageStore::open_or_create(
+            &pool,
+            "pages",
+            PageStoreConfig {
+                page_size: 4096,
+                slots: 8,
+            },
+        )
+        .unwrap();
+        st.write(3, &[7u8; 4096], &DirtyMask::all(64), Method::Cow)
+            .unwrap();
+        let mut a = InplaceArray::open_or_create(
+            &pool,
+            "values",
+            InplaceConfig {
+                method: InplaceMethod::Fam,
+                value_size: 16,
+                count: 10,
+                log_bytes: 4096,
+            },
+        )
+        .unwrap();
+        a.update(2, &[9u8; 16]).unwrap();
+    }
+    let o = ferrite(&["check", p.s(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let verdicts: Vec<&str> = v["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["verdict"].as_str().unwrap())
+        .collect();
+    assert!(
+        verdicts.iter().any(|v| v.starts_with("ok: 1 pages")),
+        "{verdicts:?}"
+    );
+    assert!(
+        verdicts.iter().any(|v| v.starts_with("ok: 10 values")),
+        "{verdicts:?}"
+    );
+    // Damage the page store's region header: reported, exit 2.
+    let mut b = std::fs::read(&p.0).unwrap();
+    let heap = find_heap_off(&b) as usize;
+    let region = (heap..b.len())
+        .step_by(64)
+        .find(|&o| b[o..o + 8] == 0x4645_5250_4147_4501u64.to_le_bytes())
+        .expect("page store header");
+    b[region] ^= 0xff;
+    std::fs::write(&p.0, &b).unwrap();
+    let o = ferrite(&["check", p.s()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stdout(&o).contains("CORRUPT"));
+    // An object of a type this build does not know: not called healthy.
+    let q = Tmp::new("unknown");
+    {
+        let _quiet = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+        let pool = Pool::create(&q.0, 1 << 20, &PoolOptions::default()).unwrap();
+        pool.create_object("mystery", "someone.elses.type").unwrap();
+    }
+    let o = ferrite(&["check", q.s()]);
+    assert_eq!(o.status.code(), Some(4), "{}", stdout(&o));
+    assert!(stdout(&o).contains("UNKNOWN type"), "{}", stdout(&o));
+    assert!(!stdout(&o).lines().any(|l| l == "healthy"));
+}
+
+/// Issue 9, defect 4: a pool held by another process is answered with a clear
+/// error and exit 2, for writers and (while a writer holds it) readers.
+#[test]
+fn a_pool_in_use_is_refused_with_exit_2() {
+    let p = Tmp::new("inuse");
+    assert!(ferrite(&["create", p.s(), "--size", "4M"]).status.success());
+    let held = Pool::open(&p.0, &PoolOptions::default()).unwrap();
+    for args in [
+        vec!["info", p.s()],
+        vec!["check", p.s()],
+        vec!["elf", "info", p.s()],
+    ] {
+        let o = ferrite(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("in use by another process"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    // No child of this test binary may be between fork and exec holding a
+    // copy of `held`'s descriptor while the lock is checked.
+    let quiet = SPAWNING.write().unwrap_or_else(|e| e.into_inner());
+    drop(held);
+    // Readers share: info runs while this process reads the pool.
+    let reader = Pool::open(
+        &p.0,
+        &PoolOptions {
+            read_only: true,
+            ..PoolOptions::default()
+        },
+    )
+    .unwrap();
+    drop(quiet);
+    assert_eq!(ferrite(&["info", p.s()]).status.code(), Some(0));
+    drop(reader);
 }
 
 /// Reads `heap_off` from the header (offset 64, see docs/FORMAT.md).

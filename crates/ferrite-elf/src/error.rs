@@ -4,6 +4,7 @@ use ferrite_pm::PmError;
 
 /// Everything that can go wrong building, opening, querying or loading an Elf.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ElfError {
     #[error(transparent)]
     Pm(#[from] PmError),

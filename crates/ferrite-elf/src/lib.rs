@@ -11,7 +11,6 @@
 
 pub mod build;
 pub mod cache;
-pub mod crash;
 pub mod elf;
 pub mod error;
 pub mod layout;
@@ -26,10 +25,3 @@ pub use error::{ElfError, Result};
 pub use query::{Query, QueryStats};
 pub use store::ElfStore;
 pub use table::{Schema, Table};
-
-use ferrite_pm::CrashTarget;
-
-/// Crash-test targets of this crate, for `ferrite crash-test`.
-pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    vec![("elf", crash::elf_target as CrashTarget)]
-}

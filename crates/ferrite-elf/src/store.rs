@@ -142,11 +142,7 @@ fn delta_bytes(ncols: usize, cap: u64) -> usize {
 }
 
 fn fresh_nonce() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    ferrite_pm::sim::SplitMix(t ^ ((std::process::id() as u64) << 32)).next()
+    ferrite_pm::rng::random_u64()
 }
 
 impl ElfStore {
@@ -693,6 +689,9 @@ fn publish(
     let dp = pool.at(desc_off, HEADER_BYTES);
     // SAFETY: a fresh 64-byte block.
     unsafe { std::ptr::copy_nonoverlapping(bytes_of(&d).as_ptr(), dp, HEADER_BYTES) };
+    if ferrite_pm::tripwire::armed(ferrite_pm::tripwire::Tripwire::ElfPublishBeforeFence) {
+        pool.set_root(id, 0, desc_off)?;
+    }
     pool.persist(dp, HEADER_BYTES)?;
     pool.set_root(id, 0, desc_off)?;
     Ok(desc_off)

@@ -14,10 +14,8 @@
 //! | `vlock` | the version-lock protocol of leaves and inner nodes |
 //! | `arena` | huge-page slabs for inner nodes |
 //! | `error` | how PM-layer errors and corruption become `KvError`s |
-//! | `crash` | the `index` crash-test target |
 
 mod arena;
-mod crash;
 mod error;
 mod inner;
 mod leaf;
@@ -31,11 +29,6 @@ pub mod vlock;
 pub use ferrite_kv as kv;
 pub use ferrite_kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch};
 pub use leaf::{FORMAT_TAG, FORMAT_VERSION, MAX_KEY, MAX_VALUE};
-pub use tree::{FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, INDEX_TYPE};
-
-use ferrite_pm::CrashTarget;
-
-/// Crash-test targets of this crate, for `ferrite crash-test`.
-pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    vec![("index", crash::index_target as CrashTarget)]
-}
+pub use tree::{
+    BatchOpHook, FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, SettleHook, INDEX_TYPE,
+};

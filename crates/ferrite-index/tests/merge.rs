@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use ferrite_index::{FerriteIndex, OrderedKv};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{Pool, PoolOptions};
 
 mod common;

@@ -174,7 +174,7 @@ fn kill_9_recovery() {
 /// index, never a panic.
 #[test]
 fn corrupt_images_do_not_panic() {
-    use ferrite_pm::sim::SplitMix;
+    use ferrite_pm::rng::SplitMix;
     let opts = PoolOptions {
         chunk_size: 16 * 1024,
         ..PoolOptions::default()
@@ -220,4 +220,54 @@ fn corrupt_images_do_not_panic() {
     }
     assert!(opened > 0);
     eprintln!("corrupt images: {errors} rejected, {opened} opened");
+}
+
+/// Issue 9, defect 8: a corrupt leaf pointer that names another object's leaf
+/// (a block with a valid leaf magic) must be refused before recovery writes
+/// anything through it: the other index's bytes stay exactly as they were.
+#[test]
+fn recovery_never_writes_into_another_object() {
+    let opts = PoolOptions {
+        chunk_size: 16 * 1024,
+        ..PoolOptions::default()
+    };
+    let pool = Pool::create_volatile(1 << 20, &opts).unwrap();
+    {
+        let a = FerriteIndex::open_or_create(&pool, "a").unwrap();
+        let b = FerriteIndex::open_or_create(&pool, "b").unwrap();
+        for i in 0..40u64 {
+            a.insert(&i.to_be_bytes(), &val(i)).unwrap();
+            // Updates bump the version words of b's leaves, so a recovery that
+            // "resets" them in the wrong object shows.
+            b.upsert(&i.to_be_bytes(), &val(i)).unwrap();
+            b.upsert(&i.to_be_bytes(), &val(i + 1)).unwrap();
+        }
+    }
+    let root = |p: &Pool, name: &str| {
+        let id = p.object(name, ferrite_index::INDEX_TYPE).unwrap();
+        p.root(id, 0)
+    };
+    let (a_head, b_head) = (root(&pool, "a"), root(&pool, "b"));
+    let mut img = pool.snapshot();
+    let b_chunk = {
+        let h = pool.header();
+        let c = (b_head - h.heap_off) / h.chunk_size;
+        let start = (h.heap_off + c * h.chunk_size) as usize;
+        start..start + h.chunk_size as usize
+    };
+    // a's head leaf now claims b's head leaf as its successor.
+    let next = a_head as usize + 7 * 8;
+    img.as_mut_slice()[next..next + 8].copy_from_slice(&b_head.to_le_bytes());
+    let before = img.as_slice()[b_chunk.clone()].to_vec();
+    let p = Pool::open_image(img, &PoolOptions::default()).unwrap();
+    let r = FerriteIndex::open_or_create(&p, "a");
+    let err = r
+        .err()
+        .expect("a leaf chain into another object must not open");
+    assert!(err.is_corrupt(), "{err}");
+    assert_eq!(
+        p.snapshot().as_slice()[b_chunk].to_vec(),
+        before,
+        "recovery of a wrote into b's leaves"
+    );
 }

@@ -17,7 +17,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use ferrite_index::{FerriteIndex, OrderedKv};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{Pool, PoolOptions};
 
 /// One key in `GAP` (the middle one, [`present`]) is present throughout; the

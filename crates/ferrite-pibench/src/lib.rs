@@ -93,9 +93,12 @@ pub unsafe extern "C" fn ferrite_kv_open(
                 .to_string()
         };
         let name = std::env::var("FERRITE_PIBENCH_INDEX").unwrap_or_else(|_| "ferrite".into());
-        if !matches!(name.as_str(), "ferrite" | "ferrite-dram" | "btreemap") {
+        // Anything the registry (or the harness's baselines) knows.
+        let known = ferrite_bench::variants();
+        if !known.contains(&name.as_str()) {
             return Err(format!(
-                "FERRITE_PIBENCH_INDEX={name:?}: use ferrite, ferrite-dram or btreemap"
+                "FERRITE_PIBENCH_INDEX={name:?}: use one of {}",
+                known.join(", ")
             ));
         }
         let pool_path = (!path.is_empty()).then(|| PathBuf::from(&path));

@@ -27,7 +27,8 @@ use std::sync::{Arc, Mutex};
 use crate::error::Result;
 use crate::persist;
 use crate::pool::{Pool, PoolOptions};
-use crate::sim::{CrashPoint, SplitMix};
+use crate::rng::SplitMix;
+use crate::sim::CrashPoint;
 use crate::AlignedBuf;
 
 /// Which fences to cut power at.

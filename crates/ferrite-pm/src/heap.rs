@@ -274,13 +274,17 @@ impl Pool {
 
     /// Opens the heap of object `id`: `trace` must mark every block the object
     /// reaches from its roots; everything else in its chunks becomes free. A heap
-    /// can be open once at a time per object.
+    /// can be open once at a time per object. On a read-only pool the trace
+    /// validates the structure's pointers but nothing is released, and the
+    /// heap refuses to allocate ([`PmError::ReadOnly`]).
     pub fn open_heap(
         &self,
         id: ObjectId,
         trace: impl FnOnce(&mut Marker<'_>) -> Result<()>,
     ) -> Result<(Heap, HeapStats)> {
-        self.writable()?;
+        if !self.is_read_only() {
+            self.writable()?;
+        }
         let info = self.object_info(id)?;
         if !self.inner.open_heaps.lock().unwrap().insert(id.0) {
             return Err(PmError::HeapBusy(info.name));
@@ -325,7 +329,9 @@ impl Pool {
                             cls.free.push(base + b as u64 * size);
                         }
                     } else {
-                        self.release_chunks(c, 1);
+                        if !self.is_read_only() {
+                            self.release_chunks(c, 1);
+                        }
                         stats.released_chunks += 1;
                     }
                     c += 1;
@@ -335,7 +341,9 @@ impl Pool {
                     if marks.is_some() {
                         stats.chunks += run as u64;
                     } else {
-                        self.release_chunks(c, run);
+                        if !self.is_read_only() {
+                            self.release_chunks(c, run);
+                        }
                         stats.released_chunks += run as u64;
                     }
                     c += run;
@@ -364,6 +372,9 @@ impl Heap {
     /// The contents are unspecified (previously freed data may remain). No
     /// persist barrier is issued except when a new chunk is claimed.
     pub fn alloc(&self, size: usize) -> Result<u64> {
+        if self.pool().is_read_only() {
+            return Err(PmError::ReadOnly);
+        }
         if size == 0 {
             return Err(PmError::Invalid("zero-sized allocation".into()));
         }
@@ -470,6 +481,9 @@ impl Heap {
     /// is a bug in the caller that the heap cannot always detect.
     pub fn free(&self, off: u64) -> Result<()> {
         let pool = self.pool();
+        if pool.is_read_only() {
+            return Err(PmError::ReadOnly);
+        }
         let bad = |d: &str| PmError::Invalid(format!("free({off:#x}): {d}"));
         let c = pool.chunk_of(off).ok_or_else(|| bad("not a heap offset"))?;
         let e = pool.chunk_entry(c);
@@ -483,6 +497,10 @@ impl Heap {
                     return Err(bad("not a block boundary"));
                 }
                 self.with_cache(|tc| {
+                    if crate::tripwire::armed(crate::tripwire::Tripwire::HeapNoLimbo) {
+                        tc.free[e.class as usize].push(off);
+                        return;
+                    }
                     tc.limbo.push((off, e.class));
                     tc.limbo_fence = persist::thread_fence_count();
                     if tc.free[e.class as usize].len() > 4 * BATCH {

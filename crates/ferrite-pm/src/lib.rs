@@ -12,6 +12,7 @@
 //!   structure of Ferrite.
 //! * [`clock`]: thread CPU time, for code that measures its own cost.
 
+pub mod account;
 pub mod buf;
 pub mod clock;
 pub mod crash;
@@ -21,9 +22,10 @@ pub mod layout;
 pub mod msync;
 pub mod persist;
 pub mod pool;
+pub mod rng;
 pub mod sim;
-pub mod targets;
 pub mod temp;
+pub mod tripwire;
 
 pub use buf::AlignedBuf;
 pub use crash::{

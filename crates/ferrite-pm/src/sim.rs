@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock, Weak};
 
 use crate::persist::CACHE_LINE;
+use crate::rng::SplitMix;
 use crate::AlignedBuf;
 
 /// Called at every fence of a simulated pool, before the fence takes effect.
@@ -320,29 +321,5 @@ impl CrashPoint<'_> {
                 }
             }
         }
-    }
-}
-
-/// Small deterministic PRNG (SplitMix64) so crash images are reproducible from
-/// their seed without a dependency.
-#[derive(Clone, Debug)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// The next 64 random bits. (Not an `Iterator`: the stream never ends and
-    /// callers want a plain `u64`.)
-    #[allow(clippy::should_implement_trait)]
-    #[inline]
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }

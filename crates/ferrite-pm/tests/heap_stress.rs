@@ -4,7 +4,7 @@
 
 use std::sync::mpsc;
 
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{Heap, Pool, PoolOptions};
 
 const SIZES: [usize; 6] = [16, 64, 200, 256, 1000, 5000];

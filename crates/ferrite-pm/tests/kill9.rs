@@ -7,9 +7,10 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use ferrite_pm::sim::SplitMix;
-use ferrite_pm::targets::{exhaust_and_account, SlotTable};
+use ferrite_pm::account::exhaust_and_account;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{Pool, PoolOptions};
+use ferrite_testkit::SlotTable;
 
 const ENV: &str = "FERRITE_KILL9_POOL";
 const SLOTS: usize = 512;
@@ -85,7 +86,7 @@ fn check(path: &Path, acks: &str) {
         "{surprises} slots differ from the acknowledgements"
     );
     let id = pool
-        .object("kill9", ferrite_pm::targets::SLOT_TABLE_TYPE)
+        .object("kill9", ferrite_testkit::SLOT_TABLE_TYPE)
         .unwrap();
     live.push((
         pool.root(id, 0),

@@ -13,9 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ferrite_pm::msync::{MsyncQueue, StdLocks, WriteBack};
-use ferrite_pm::targets::SlotTable;
 use ferrite_pm::{Durability, PmError, Pool, PoolOptions};
 use ferrite_testkit::FailingDisk;
+use ferrite_testkit::SlotTable;
 
 fn msync_opts() -> PoolOptions {
     PoolOptions {

@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use ferrite_pm::layout::{self, PoolHeader};
-use ferrite_pm::targets::{SlotTable, SLOT_TABLE_TYPE};
 use ferrite_pm::{AlignedBuf, Durability, PmError, Pool, PoolOptions};
+use ferrite_testkit::{SlotTable, SLOT_TABLE_TYPE};
 use proptest::prelude::*;
 
 /// A pool path in /dev/shm, removed on drop.

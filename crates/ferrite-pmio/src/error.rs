@@ -4,6 +4,7 @@ use ferrite_pm::PmError;
 
 /// Everything the logs, page store and in-place arrays can report.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PmioError {
     #[error(transparent)]
     Pm(#[from] PmError),

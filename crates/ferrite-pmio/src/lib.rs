@@ -8,12 +8,10 @@
 //!   log-based, Failure-Atomic Memory).
 //! * [`interleave`]: many independent persists sharing one fence
 //!   ([`interleave::PersistBatch`] and a tiny executor of async tasks).
-//! * [`crash`]: crash-simulator targets `log`, `page`, `inplace`.
 //!
 //! The benchmarks behind `ferrite bench log|page|inplace|interleave` live in
 //! the `ferrite-bench` crate.
 
-pub mod crash;
 pub mod error;
 pub mod inplace;
 pub mod interleave;
@@ -22,10 +20,3 @@ pub mod page;
 mod region;
 
 pub use error::{PmioError, Result};
-
-use ferrite_pm::CrashTarget;
-
-/// Crash-test targets of this crate, for `ferrite crash-test`.
-pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    crash::targets()
-}

@@ -623,8 +623,10 @@ impl PmLog {
             pos += self.kind.entry_bytes(self.padded, p.len());
         }
         let seg = self.segs[self.active];
-        // SAFETY: start..start+total is inside the active segment.
-        self.pool.flush(unsafe { seg.add(start) }, total);
+        if !ferrite_pm::tripwire::armed(ferrite_pm::tripwire::Tripwire::LogSkipPayloadFlush) {
+            // SAFETY: start..start+total is inside the active segment.
+            self.pool.flush(unsafe { seg.add(start) }, total);
+        }
         self.pool.fence()?;
         match self.kind {
             LogKind::Classic => {

@@ -176,6 +176,32 @@ fn ulog_bytes(page_lines: usize) -> usize {
 impl PageStore {
     /// Opens the store `name`, creating it with `cfg` if absent; runs recovery.
     pub fn open_or_create(pool: &Pool, name: &str, cfg: PageStoreConfig) -> Result<PageStore> {
+        Self::open_inner(pool, name, Some(cfg))
+    }
+
+    /// Opens an existing page store with the geometry it was created with
+    /// (for tools such as `ferrite check`).
+    pub fn open(pool: &Pool, name: &str) -> Result<PageStore> {
+        pool.object(name, PAGE_STORE_TYPE)?;
+        Self::open_inner(pool, name, None)
+    }
+
+    fn open_inner(pool: &Pool, name: &str, cfg: Option<PageStoreConfig>) -> Result<PageStore> {
+        if let Some(cfg) = &cfg {
+            Self::check_config(cfg)?;
+        }
+        let (id, heap) = open_object(pool, name, PAGE_STORE_TYPE, None)?;
+        let mut region = pool.root(id, 0);
+        if region == 0 {
+            // A creation that crashed before publishing its region left an
+            // empty object: for `open` that is no page store at all.
+            let cfg = cfg.ok_or_else(|| ferrite_pm::PmError::NoSuchObject(name.into()))?;
+            region = Self::create_region(pool, id, &heap, &cfg)?;
+        }
+        Self::finish_open(pool, name, cfg, id, heap, region)
+    }
+
+    fn check_config(cfg: &PageStoreConfig) -> Result<()> {
         if cfg.page_size == 0 || !cfg.page_size.is_multiple_of(64) || cfg.page_size > MAX_PAGE {
             return Err(PmioError::Invalid(format!(
                 "page size {} is not a multiple of 64 up to {MAX_PAGE}",
@@ -188,9 +214,11 @@ impl PageStore {
                 cfg.slots
             )));
         }
-        let (id, heap) = open_object(pool, name, PAGE_STORE_TYPE, None)?;
-        let mut region = pool.root(id, 0);
-        if region == 0 {
+        Ok(())
+    }
+
+    fn create_region(pool: &Pool, id: ObjectId, heap: &Heap, cfg: &PageStoreConfig) -> Result<u64> {
+        {
             let lines = cfg.page_size / 64;
             let total = cfg
                 .slots
@@ -207,8 +235,18 @@ impl PageStore {
             };
             crate::region::write_header(pool, off, h)?;
             pool.set_root(id, 0, off)?;
-            region = off;
+            Ok(off)
         }
+    }
+
+    fn finish_open(
+        pool: &Pool,
+        name: &str,
+        cfg: Option<PageStoreConfig>,
+        id: ObjectId,
+        heap: Heap,
+        region: u64,
+    ) -> Result<PageStore> {
         let (h, size): (StoreHeader, usize) =
             crate::region::read_header(pool, &heap, region, name)?;
         if h.magic != PAGE_MAGIC || h.version != PAGE_FORMAT_VERSION {
@@ -227,7 +265,7 @@ impl PageStore {
         if total > size as u64 {
             return Err(corrupt(name, "region smaller than its geometry"));
         }
-        if page_size != cfg.page_size {
+        if let Some(cfg) = cfg.filter(|c| c.page_size != page_size) {
             return Err(PmioError::Mismatch {
                 object: name.into(),
                 found: format!("{page_size}-byte pages"),
@@ -326,6 +364,13 @@ impl PageStore {
             self.retire_log()?;
         }
         Ok(())
+    }
+
+    /// Ids of the pages the store holds, ascending.
+    pub fn page_ids(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.map.keys().copied().collect();
+        v.sort_unstable();
+        v
     }
 
     pub fn page_size(&self) -> usize {
@@ -464,7 +509,9 @@ impl PageStore {
             .pop()
             .ok_or_else(|| corrupt(&self.name, "no free slot"))?;
         self.pool.nt_copy(self.slot_data(slot), page);
-        self.pool.fence()?;
+        if !ferrite_pm::tripwire::armed(ferrite_pm::tripwire::Tripwire::PageCowNoDataFence) {
+            self.pool.fence()?;
+        }
         let pvn = old.map_or(1, |o| o.1 + 1);
         let h = self.slot_hdr(slot);
         // SAFETY: aligned header words of the slot. The pid store precedes the

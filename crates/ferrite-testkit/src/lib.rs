@@ -8,10 +8,17 @@
 //!   filesystem return real errors (ENOSPC or EIO) from the kernel.
 //! * [`FullFs`]: a tiny tmpfs mount, for "disk full" on ordinary writes.
 //!
-//! Both need root (mount, losetup), which the project's machines and CI have.
+//! * [`SlotTable`]: a small persistent structure (slots of published blocks)
+//!   that exercises the allocator in crash targets, kill -9 tests and benchmarks.
+//!
+//! The devices need root (mount, losetup), which the project's machines and CI have.
 //! When they cannot be set up, tests fail with the reason, unless
 //! `FERRITE_SKIP_PRIVILEGED=1` is set, in which case [`FailingDisk::new`]
 //! returns `None` and the caller prints that it skipped.
+
+mod slot_table;
+
+pub use slot_table::{SlotTable, SlotValue, SLOT_TABLE_TYPE};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

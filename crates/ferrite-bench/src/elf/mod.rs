@@ -14,7 +14,7 @@ use ferrite_elf::store::{CreateOptions, ElfStore};
 use ferrite_elf::table::{ColumnKind, CsvOptions, Table};
 use ferrite_elf::{DynSpec, Elf, ElfError, Policy, Result, Variant};
 use ferrite_pm::clock::{thread_cpu_ns, CpuTimer};
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{persist, TempPool};
 use ferrite_report::{chart, BenchResult, Report};
 use serde_json::json;

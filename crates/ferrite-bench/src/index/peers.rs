@@ -323,7 +323,10 @@ mod tests {
         let after = mapped_rss_bytes(&dir).unwrap();
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(p, 64 << 20) };
-        assert!(after - before >= 1 << 20 && after < 8 << 20, "{before} -> {after}");
+        assert!(
+            after - before >= 1 << 20 && after < 8 << 20,
+            "{before} -> {after}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

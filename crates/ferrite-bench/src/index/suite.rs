@@ -14,7 +14,9 @@ use crate::index::expected::KeySet;
 use crate::index::isolate::{self, Event};
 use crate::index::peers;
 use crate::index::runner::{load, run as run_workload, RunSpec};
-use crate::index::variants::{default_compare, open_variant, VariantConfig, VARIANTS};
+use crate::index::variants::{
+    default_compare, open_variant, variants as known_variants, VariantConfig,
+};
 use crate::index::workload::{Distribution, KeyCodec, Op, OpMix};
 use crate::{env, BenchError, Context, Result};
 
@@ -275,7 +277,7 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     };
     if let Some(bad) = variants
         .iter()
-        .find(|v| !VARIANTS.contains(&v.as_str()) && !peers::is_peer(v))
+        .find(|v| !known_variants().contains(&v.as_str()) && !peers::is_peer(v))
     {
         return Err(BenchError::UnknownVariant(bad.clone()));
     }

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ferrite_index::{FerriteIndex, OrderedKv};
+use ferrite_index::OrderedKv;
 use ferrite_pm::{Pool, PoolOptions};
 
 use crate::index::baselines::{
@@ -12,16 +12,24 @@ use crate::index::baselines::{
 };
 use crate::{BenchError, Result};
 
-/// Every variant name `--index` / `--compare` accept.
-pub const VARIANTS: &[&str] = &[
-    "ferrite",
-    "ferrite-dram",
+/// The baselines this harness brings (Ferrite's own structures come from
+/// `ferrite_registry`).
+pub const BASELINES: &[&str] = &[
     "btreemap",
     "btreemap-u64",
     "skiplist",
     "redb",
     "redb-nosync",
 ];
+
+/// Every variant name `--index` / `--compare` accept: the registry's
+/// key-value variants, then the baselines.
+pub fn variants() -> Vec<&'static str> {
+    ferrite_registry::kv_variants()
+        .map(|v| v.name)
+        .chain(BASELINES.iter().copied())
+        .collect()
+}
 
 /// The default comparison of `ferrite bench` (see [`default_compare`]).
 pub const DEFAULT_COMPARE: &[&str] = &["ferrite", "ferrite-dram", "btreemap", "redb"];
@@ -324,34 +332,45 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                 _keep: None,
             })
         }
-        "ferrite" | "ferrite-dram" => open_ferrite(name, cfg),
         peer if crate::index::peers::is_peer(peer) => crate::index::peers::open_peer(peer, cfg),
-        other => Err(BenchError::UnknownVariant(other.into())),
+        other => open_registered(other, cfg),
     }
 }
 
-fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
-    if name == "ferrite-dram" {
-        let idx = Arc::new(FerriteIndex::volatile(cfg.pool_bytes())?);
-        let i2 = idx.clone();
+/// A registered structure's own memory accounting, as the harness reports it.
+fn structure_memory(mem: Box<dyn Fn() -> ferrite_registry::MemoryUse + Send + Sync>) -> MemFn {
+    Box::new(move || {
+        let m = mem();
+        MemoryReport {
+            dram_bytes: Some(m.dram_bytes),
+            pm_bytes: Some(m.pm_bytes),
+            dram_source: "index",
+            pm_source: "index",
+        }
+    })
+}
+
+/// A structure from `ferrite_registry` (Ferrite's own indexes; anything
+/// registered there is benchmarkable by name).
+fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
+    let variant = ferrite_registry::kv_variant(name)
+        .ok_or_else(|| BenchError::UnknownVariant(name.into()))?;
+    if !variant.needs_pool {
+        let o = (variant.open)(&ferrite_registry::KvSpec {
+            pool: None,
+            name,
+            capacity: cfg.pool_bytes(),
+        })?;
+        let mem = o.memory;
         return Ok(Instance {
-            kv: idx,
+            kv: o.kv,
             name: name.into(),
             durability: "volatile: the same index in DRAM, no write-back or fences".into(),
-            label: "Ferrite's index in DRAM, no write-back or fences".into(),
+            label: variant.about.to_string(),
             contract: VOLATILE.into(),
             load_batch: 1,
-            memory: Box::new(move || {
-                let m = i2.memory_usage();
-                // Leaves live in DRAM too in volatile mode.
-                MemoryReport {
-                    dram_bytes: Some(m.dram_bytes + m.pm_bytes),
-                    pm_bytes: Some(0),
-                    dram_source: "index",
-                    pm_source: "index",
-                }
-            }),
-            notes: Vec::new(),
+            memory: structure_memory(mem),
+            notes: o.notes,
             flushed_lines: None,
             files: Vec::new(),
             _keep: None,
@@ -375,46 +394,32 @@ fn open_ferrite(name: &str, cfg: &VariantConfig) -> Result<Instance> {
         }
         Pool::create(&path, cfg.pool_bytes(), &opts)?
     };
-    let idx = Arc::new(FerriteIndex::open_or_create(&pool, "pibench")?);
-    let mut notes = Vec::new();
-    if cfg.reopen {
-        let r = idx.rebuild_stats();
-        notes.push(format!(
-            "ferrite: reopened {}: rebuilt {} keys in {} leaves in {:.1} ms",
-            path.display(),
-            r.keys,
-            r.leaves,
-            r.duration.as_secs_f64() * 1e3
-        ));
-    }
+    let o = (variant.open)(&ferrite_registry::KvSpec {
+        pool: Some(&pool),
+        name: "pibench",
+        capacity: cfg.pool_bytes(),
+    })?;
+    let notes = if cfg.reopen { o.notes } else { Vec::new() };
     let durability = format!(
         "pool {} ({}): {}",
         path.display(),
         pool.durability().name(),
         pool.durability().describe()
     );
-    let i2 = idx.clone();
+    let mem = o.memory;
     let where_ = if temporary {
         format!("pool in {}", cfg.pool_dir.display())
     } else {
         format!("pool {}", path.display())
     };
     Ok(Instance {
-        kv: idx,
+        kv: o.kv,
         name: name.into(),
         durability,
-        label: format!("Ferrite's persistent index, {where_}"),
+        label: format!("{}, {where_}", variant.about),
         contract: pool_contract(pool.durability()).into(),
         load_batch: 1,
-        memory: Box::new(move || {
-            let m = i2.memory_usage();
-            MemoryReport {
-                dram_bytes: Some(m.dram_bytes),
-                pm_bytes: Some(m.pm_bytes),
-                dram_source: "index",
-                pm_source: "index",
-            }
-        }),
+        memory: structure_memory(mem),
         notes,
         flushed_lines: None,
         files: if temporary { vec![path] } else { Vec::new() },
@@ -461,7 +466,7 @@ mod tests {
 
     #[test]
     fn every_variant_opens_and_works() {
-        for name in VARIANTS {
+        for name in variants() {
             let inst = open_variant(name, &cfg()).unwrap();
             // 8-byte values: btreemap-u64 takes nothing else.
             assert!(inst.kv.insert(&0u64.to_be_bytes(), b"zerozero").unwrap());

@@ -60,7 +60,7 @@ pub struct Rng(pub u64);
 impl Rng {
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        let mut s = ferrite_pm::sim::SplitMix(self.0);
+        let mut s = ferrite_pm::rng::SplitMix(self.0);
         let v = s.next();
         self.0 = s.0;
         v

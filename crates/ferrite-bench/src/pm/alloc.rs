@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ferrite_pm::targets::SlotTable;
 use ferrite_pm::{persist, TempPool};
 use ferrite_report::{chart, BenchResult};
+use ferrite_testkit::SlotTable;
 
 use crate::{env, BenchOutput, Result};
 

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use std::path::PathBuf;
 
 use ferrite_pm::clock::CpuTimer;
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{persist, Pool, TempPool};
 use ferrite_pmio::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
 use ferrite_pmio::interleave::{prefetch, Interleaver};

@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Result};
 use clap::Args;
-use ferrite_pm::{CrashConfig, CrashPoints, CrashTarget};
+use ferrite_pm::tripwire::{self, Tripwire};
+use ferrite_pm::CrashPoints;
 use serde_json::json;
 
 use crate::util::EXIT_VIOLATIONS;
@@ -23,43 +24,42 @@ pub struct CrashArgs {
     /// Seed of the workload and of the sampling
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Break the target on purpose with this tripwire (`ferrite crash-test
+    /// list` shows each target's); the checker must then report violations
+    #[arg(long)]
+    pub tripwire: Option<String>,
+    /// Do not also crash during recovery (faster; fewer states)
+    #[arg(long)]
+    pub no_recovery_crashes: bool,
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,
 }
 
-/// Every crash-test target Ferrite has, with its default configuration.
-pub fn targets() -> Vec<(&'static str, CrashTarget, CrashConfig)> {
-    let mut out = Vec::new();
-    for (n, f) in ferrite_pm::targets::crash_targets() {
-        out.push((n, f, ferrite_pm::targets::allocator_default_config()));
-    }
-    for (n, f) in ferrite_pmio::crash_targets()
-        .into_iter()
-        .chain(ferrite_index::crash_targets())
-        .chain(ferrite_elf::crash_targets())
-    {
-        out.push((n, f, CrashConfig::default()));
-    }
-    out
-}
-
 pub fn run(a: CrashArgs) -> Result<i32> {
-    let all = targets();
     if a.target == "list" {
-        for (n, _, _) in &all {
-            println!("{n}");
+        for t in ferrite_registry::crash_tests() {
+            println!("{:<18} tripwire {}", t.name, t.tripwire.name());
         }
         return Ok(0);
     }
-    let Some((name, f, mut cfg)) = all.into_iter().find(|t| t.0 == a.target) else {
-        let names: Vec<_> = targets().iter().map(|t| t.0).collect();
+    let Some(t) = ferrite_registry::crash_test(&a.target) else {
+        let names: Vec<_> = ferrite_registry::crash_tests().map(|t| t.name).collect();
         bail!(
             "unknown crash-test target {:?} (targets: {})",
             a.target,
             names.join(", ")
         );
     };
+    let (name, f, mut cfg) = (t.name, t.run, (t.config)());
+    let wire = match &a.tripwire {
+        None => None,
+        Some(w) => Some(Tripwire::parse(w).ok_or_else(|| {
+            let all: Vec<_> = Tripwire::ALL.iter().map(|t| t.name()).collect();
+            anyhow::anyhow!("unknown tripwire {w:?} (tripwires: {})", all.join(", "))
+        })?),
+    };
+    cfg.recovery_crashes = !a.no_recovery_crashes;
     cfg.points = match a.points.as_str() {
         "all" => CrashPoints::All,
         n => CrashPoints::Sample(
@@ -82,7 +82,13 @@ pub fn run(a: CrashArgs) -> Result<i32> {
     ));
     spinner.enable_steady_tick(std::time::Duration::from_millis(200));
     let started = std::time::Instant::now();
+    if let Some(w) = wire {
+        tripwire::arm(w, true);
+    }
     let r = f(&cfg)?;
+    if let Some(w) = wire {
+        tripwire::arm(w, false);
+    }
     spinner.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     if a.json {
@@ -99,6 +105,7 @@ pub fn run(a: CrashArgs) -> Result<i32> {
                 "recovery_states": r.recovery_states,
                 "recovery_crashes": cfg.recovery_crashes,
                 "model": ferrite_pm::crash::MODEL,
+                "tripwire": wire.map(|w| w.name()),
                 "seeds": cfg.seeds,
                 "seed": cfg.seed,
                 "seconds": secs,
@@ -111,6 +118,17 @@ pub fn run(a: CrashArgs) -> Result<i32> {
             r.target, r.states, r.points, r.fences, r.acked_ops, r.recovery_states, r.recovery_points, secs, r.violations
         );
         println!("model: {}", ferrite_pm::crash::MODEL);
+        if let Some(w) = wire {
+            println!(
+                "tripwire {} was armed: the target was broken on purpose{}",
+                w.name(),
+                if r.violations > 0 {
+                    ", and the checker caught it"
+                } else {
+                    " and the checker did NOT catch it"
+                }
+            );
+        }
         for v in &r.examples {
             println!("  fence {} seed {}: {}", v.fence, v.seed, v.message);
         }

@@ -164,7 +164,7 @@ pub fn run(c: ElfCommand) -> Result<i32> {
 }
 
 fn insert(a: InsertArgs) -> Result<i32> {
-    let store = open_store(&a.pool, &a.name, Variant::Pm)?;
+    let store = open_store(&a.pool, &a.name, Variant::Pm, true)?;
     let Some(schema) = store.schema() else {
         bail!("the Elf has no schema (it was built through the API)");
     };
@@ -189,7 +189,7 @@ fn insert(a: InsertArgs) -> Result<i32> {
 }
 
 fn merge(a: InfoArgs) -> Result<i32> {
-    let store = open_store(&a.pool, &a.name, Variant::Pm)?;
+    let store = open_store(&a.pool, &a.name, Variant::Pm, true)?;
     let before = store.current().generation;
     store.merge().map_err(lift)?;
     let g = store.current();
@@ -292,9 +292,15 @@ fn build(a: BuildArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn open_store(pool: &PathBuf, name: &str, variant: Variant) -> Result<ElfStore> {
-    let p = Pool::open(pool, &PoolOptions::default())
-        .with_context(|| format!("opening {}", pool.display()))?;
+/// Opens the Elf. Commands that only read open the pool read-only (a shared
+/// lock, so they run beside other readers and never modify the file); `insert`
+/// and `merge` open it for writing (an exclusive lock).
+fn open_store(pool: &PathBuf, name: &str, variant: Variant, write: bool) -> Result<ElfStore> {
+    let opts = PoolOptions {
+        read_only: !write,
+        ..PoolOptions::default()
+    };
+    let p = Pool::open(pool, &opts).with_context(|| format!("opening {}", pool.display()))?;
     ElfStore::open(&p, name, variant, true)
         .map_err(lift)
         .with_context(|| format!("opening the Elf in {}", pool.display()))
@@ -307,7 +313,7 @@ fn query(a: QueryArgs) -> Result<i32> {
             a.variant
         );
     };
-    let store = open_store(&a.pool, &a.name, variant)?;
+    let store = open_store(&a.pool, &a.name, variant, false)?;
     let Some(schema) = store.schema() else {
         bail!("the Elf has no schema (it was built through the API); query it through the API");
     };
@@ -330,7 +336,7 @@ fn query(a: QueryArgs) -> Result<i32> {
 }
 
 fn info(a: InfoArgs) -> Result<i32> {
-    let store = open_store(&a.pool, &a.name, Variant::Pm)?;
+    let store = open_store(&a.pool, &a.name, Variant::Pm, false)?;
     let g = store.current();
     let cols: Vec<serde_json::Value> = store
         .schema()

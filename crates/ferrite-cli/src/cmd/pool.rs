@@ -4,11 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ferrite_pm::targets::{SlotTable, SLOT_TABLE_TYPE};
 use ferrite_pm::{layout, AlignedBuf, ObjectInfo, Pool, PoolOptions};
 use serde_json::json;
 
-use crate::util::{human, parse_size, EXIT_BAD_POOL};
+use crate::util::{human, parse_size, EXIT_BAD_POOL, EXIT_UNCHECKED};
 
 #[derive(Args)]
 pub struct CreateArgs {
@@ -152,44 +151,36 @@ pub fn info(a: InfoArgs) -> Result<i32> {
 /// recovery on a private copy; larger ones get the metadata checks only.
 const DRY_RUN_LIMIT: u64 = 8 << 30;
 
+/// What `check` found for one object.
+enum Verdict {
+    Ok(String),
+    Corrupt(String),
+    /// Not verified (unknown type, or the pool is too large for a dry run).
+    Unchecked(String),
+}
+
 /// Opens `o` on the private copy through its structure's normal recovery and
-/// runs the structure's own consistency check. `None`: type unknown to this build.
-fn verify_object(copy: &Pool, o: &ObjectInfo) -> Option<Result<String, String>> {
-    let e = |e: &dyn std::fmt::Display| e.to_string();
-    Some(match o.type_name.as_str() {
-        SLOT_TABLE_TYPE => SlotTable::open_or_create(copy, &o.name, 1)
-            .map_err(|x| e(&x))
-            .and_then(|t| {
-                for i in 0..t.slots() {
-                    t.read(i)?;
-                }
-                Ok(format!("ok: {} live blocks", t.open_stats.live_blocks))
-            }),
-        ferrite_elf::layout::OBJECT_TYPE => {
-            ferrite_elf::ElfStore::open(copy, &o.name, ferrite_elf::Variant::Pm, true)
-                .and_then(|s| {
-                    s.current().elf.verify()?;
-                    Ok(format!(
-                        "ok: {} rows, checksum and structure verified",
-                        s.rows()
-                    ))
-                })
-                .map_err(|x| e(&x))
-        }
-        ferrite_index::INDEX_TYPE => ferrite_index::FerriteIndex::open_or_create(copy, &o.name)
-            .map_err(|x| e(&x))
-            .and_then(|ix| {
-                ix.check_structure()?;
-                Ok(format!(
-                    "ok: {} keys, leaf chain sorted and consistent",
-                    ferrite_index::OrderedKv::count(&ix)
-                ))
-            }),
-        ferrite_pmio::log::LOG_TYPE => ferrite_pmio::log::PmLog::open(copy, &o.name)
-            .map(|l| format!("ok: {} entries recovered", ferrite_pmio::log::Log::len(&l)))
-            .map_err(|x| e(&x)),
-        _ => return None,
-    })
+/// runs the structure's own consistency check (from the registry).
+fn verify_object(copy: Option<&Pool>, o: &ObjectInfo) -> Verdict {
+    let Some(s) = ferrite_registry::by_object_type(&o.type_name) else {
+        return Verdict::Unchecked(format!(
+            "UNKNOWN type {:?}: this build cannot check it (directory entry and chunk ownership only)",
+            o.type_name
+        ));
+    };
+    let Some(verify) = s.verify else {
+        return Verdict::Unchecked(format!("{} objects have no check", s.name));
+    };
+    let Some(copy) = copy else {
+        return Verdict::Unchecked(format!(
+            "not verified: pools over {} are checked by their metadata only",
+            human(DRY_RUN_LIMIT)
+        ));
+    };
+    match verify(copy, &o.name) {
+        Ok(v) => Verdict::Ok(v),
+        Err(e) => Verdict::Corrupt(e),
+    }
 }
 
 fn read_copy(path: &PathBuf, size: u64) -> Result<Pool> {
@@ -210,19 +201,17 @@ pub fn check(a: CheckArgs) -> Result<i32> {
     } else {
         None
     };
+    let mut unchecked = 0usize;
     for o in pool.objects() {
-        let verdict = match copy.as_ref().and_then(|c| verify_object(c, &o)) {
-            Some(Ok(v)) => v,
-            Some(Err(err)) => {
+        let verdict = match verify_object(copy.as_ref(), &o) {
+            Verdict::Ok(v) => v,
+            Verdict::Corrupt(err) => {
                 problems.push(format!("{}: {err}", o.name));
                 format!("CORRUPT: {err}")
             }
-            None if copy.is_none() => format!(
-                "not traced: pools over {} are checked by their metadata only",
-                human(DRY_RUN_LIMIT)
-            ),
-            None => {
-                "type not traced by this build (directory entry and chunk ownership checked)".into()
+            Verdict::Unchecked(why) => {
+                unchecked += 1;
+                why
             }
         };
         objects.push(json!({"name": o.name, "type": o.type_name, "verdict": verdict}));
@@ -233,6 +222,7 @@ pub fn check(a: CheckArgs) -> Result<i32> {
             "{}",
             serde_json::to_string_pretty(&json!({
                 "healthy": healthy,
+                "unchecked_objects": unchecked,
                 "orphan_chunks": rep.orphan_chunks,
                 "torn_runs": rep.torn_runs,
                 "objects": objects,
@@ -256,9 +246,18 @@ pub fn check(a: CheckArgs) -> Result<i32> {
                 o["verdict"].as_str().unwrap_or("")
             );
         }
-        println!("{}", if healthy { "healthy" } else { "NOT healthy" });
+        println!(
+            "{}",
+            match (healthy, unchecked) {
+                (false, _) => "NOT healthy".to_string(),
+                (true, 0) => "healthy".to_string(),
+                (true, n) => format!("no problem found, but {n} object(s) were NOT checked"),
+            }
+        );
     }
-    if healthy {
+    if healthy && unchecked > 0 {
+        Ok(EXIT_UNCHECKED)
+    } else if healthy {
         Ok(0)
     } else {
         for p in &problems {

@@ -208,7 +208,7 @@ impl Blocks<'_> {
 
     /// Writes `bytes` to a new out-of-line block and flushes it (no fence).
     pub(crate) fn write_block(&self, bytes: &[u8]) -> KvResult<u64> {
-        let off = self.heap.alloc(8 + bytes.len()).map_err(pm)?;
+        let off = crate::tree::reserve::alloc(self.heap, 8 + bytes.len()).map_err(pm)?;
         let p = self.pool.at(off, 8 + bytes.len());
         // SAFETY: p..p+8+len is the freshly allocated block, unreachable by others.
         unsafe {

@@ -7,7 +7,15 @@
 //! root word); the log block is durable before the root word names it, and the
 //! root word is cleared before the block is freed; applying a log twice is
 //! harmless (upserts and removes are idempotent); the sequence word is odd
-//! exactly while a batch of more than one operation applies.
+//! exactly while a batch of more than one operation applies (from before its
+//! log is committed until after it is retired).
+//!
+//! Single-key writes do not take the batch mutex. One that finds the sequence
+//! odd after its write waits for the batch to end before it is acknowledged
+//! ([`FerriteIndex::settle`]): otherwise a crash before the batch's log is
+//! retired would replay the batch over the acknowledged write. And a committed
+//! batch cannot fail half-way for want of space: everything it may allocate is
+//! reserved before its log is committed (`reserve`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -85,6 +93,33 @@ impl FerriteIndex {
         Ok(())
     }
 
+    /// Called by a single-key write after it is done and before it returns:
+    /// if a batch is being applied, waits until that batch's log is retired,
+    /// so the write is acknowledged after the batch (a crash before then
+    /// leaves it unacknowledged; after, replay no longer happens).
+    #[inline]
+    pub(super) fn settle(&self) {
+        if self.batch_seq.0.load(Ordering::Acquire) & 1 == 1
+            && !ferrite_pm::tripwire::armed(ferrite_pm::tripwire::Tripwire::IndexBatchNoWait)
+        {
+            self.settle_slow();
+        }
+    }
+
+    #[cold]
+    fn settle_slow(&self) {
+        if let Some(h) = self
+            .hooks
+            .settle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            h();
+        }
+        drop(self.batch.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
     pub(super) fn batch_impl(&self, batch: &WriteBatch) -> KvResult<()> {
         for op in &batch.ops {
             match op {
@@ -93,9 +128,18 @@ impl FerriteIndex {
             }
         }
         let _b = self.batch.lock().unwrap_or_else(|e| e.into_inner());
+        if self.durable && self.pool.root(self.id, R_LOG) != 0 {
+            // Only a failed write-back (a poisoned pool) leaves a committed log
+            // behind; overwriting it would leave that batch half-applied.
+            return Err(KvError::Backend(
+                "an earlier batch could not be completed (its log is still committed); reopen the index to finish it".into(),
+            ));
+        }
         if batch.ops.len() <= 1 {
             return self.apply_batch(&batch.ops);
         }
+        // Everything the batch may allocate, before anything is committed.
+        let _reserved = super::reserve::reserve(&self.heap, &batch.ops)?;
         let _w = BatchWindow::open(&self.batch_seq.0);
         if !self.durable {
             return self.apply_batch(&batch.ops);
@@ -106,11 +150,32 @@ impl FerriteIndex {
         let off = self.heap.alloc(bytes.len()).map_err(pm)?;
         let p = self.pool.at(off, bytes.len());
         self.pool.nt_copy(p, &bytes);
-        self.fence()?;
+        if let Err(e) = self.fence() {
+            let _ = self.heap.free(off);
+            return Err(e);
+        }
         self.pool.set_root(self.id, R_LOG, off).map_err(pm)?;
-        self.apply_batch(&batch.ops)?;
+        self.apply_batch_hooked(&batch.ops)?;
         self.pool.set_root(self.id, R_LOG, 0).map_err(pm)?;
         let _ = self.heap.free(off);
+        Ok(())
+    }
+
+    /// [`Self::apply_batch`] calling the test hook after each operation.
+    fn apply_batch_hooked(&self, ops: &[BatchOp]) -> KvResult<()> {
+        let hook = self
+            .hooks
+            .batch_op
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let Some(hook) = hook else {
+            return self.apply_batch(ops);
+        };
+        for (i, op) in ops.iter().enumerate() {
+            self.apply_batch(std::slice::from_ref(op))?;
+            hook(i);
+        }
         Ok(())
     }
 

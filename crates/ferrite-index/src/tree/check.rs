@@ -72,6 +72,6 @@ impl FerriteIndex {
         for off in retired {
             live.push((off, self.heap.block_size(off).unwrap_or(0) as u64));
         }
-        ferrite_pm::targets::exhaust_and_account(&self.pool, &self.heap, live)
+        ferrite_pm::account::exhaust_and_account(&self.pool, &self.heap, live)
     }
 }

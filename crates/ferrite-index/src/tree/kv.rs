@@ -54,19 +54,27 @@ impl OrderedKv for FerriteIndex {
     }
 
     fn insert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        self.put(key, value, PutMode::Insert)
+        let r = self.put(key, value, PutMode::Insert);
+        self.settle();
+        r
     }
 
     fn update(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        self.put(key, value, PutMode::Update)
+        let r = self.put(key, value, PutMode::Update);
+        self.settle();
+        r
     }
 
     fn upsert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        self.put(key, value, PutMode::Upsert)
+        let r = self.put(key, value, PutMode::Upsert);
+        self.settle();
+        r
     }
 
     fn remove(&self, key: &[u8]) -> KvResult<bool> {
-        self.delete(key)
+        let r = self.delete(key);
+        self.settle();
+        r
     }
 
     fn count(&self) -> usize {

@@ -44,6 +44,7 @@ mod kv;
 mod read;
 mod reclaim;
 mod recovery;
+pub(crate) mod reserve;
 mod scan;
 mod smo;
 mod write;
@@ -142,6 +143,21 @@ pub struct FerriteIndex {
     merging: AtomicBool,
     reclaim: Arc<Reclaim>,
     rebuild: RebuildStats,
+    hooks: TestHooks,
+}
+
+/// Called after each operation a write batch applies (with its index).
+pub type BatchOpHook = Arc<dyn Fn(usize) + Send + Sync>;
+/// Called when a single-key write starts waiting for a batch to end.
+pub type SettleHook = Box<dyn Fn() + Send + Sync>;
+
+/// Hooks that let a test force an interleaving of a write batch with
+/// single-key writes (see `ferrite-crash`'s batch-race target). Unset in
+/// normal use; checked only on batch paths.
+#[derive(Default)]
+struct TestHooks {
+    batch_op: Mutex<Option<BatchOpHook>>,
+    settle: Mutex<Option<SettleHook>>,
 }
 
 // SAFETY: `base` points into the mapping that `pool` (and `heap`) keep alive for
@@ -220,6 +236,7 @@ impl FerriteIndex {
             merging: AtomicBool::new(true),
             reclaim: Arc::new(Reclaim::default()),
             rebuild: RebuildStats::default(),
+            hooks: TestHooks::default(),
         };
         if head == 0 {
             let off = idx.heap.alloc(LEAF_SIZE).map_err(pm)?;
@@ -293,6 +310,24 @@ impl FerriteIndex {
     /// empty leaves are removed, as in FPTree): for tests and comparisons.
     pub fn set_leaf_merging(&self, on: bool) {
         self.merging.store(on, Ordering::Relaxed);
+    }
+
+    /// Test hook: `hook(i)` runs after a write batch applied its operation `i`
+    /// (with the batch mutex held and the batch's log committed).
+    #[doc(hidden)]
+    pub fn set_batch_op_hook(&self, hook: Option<BatchOpHook>) {
+        *self
+            .hooks
+            .batch_op
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = hook;
+    }
+
+    /// Test hook: runs when a single-key write that overlapped a batch starts
+    /// waiting for it.
+    #[doc(hidden)]
+    pub fn set_settle_hook(&self, hook: Option<SettleHook>) {
+        *self.hooks.settle.lock().unwrap_or_else(|e| e.into_inner()) = hook;
     }
 
     /// The pool the index lives in.

@@ -83,7 +83,7 @@ impl FerriteIndex {
             }
             mid += 1;
         };
-        let off = self.heap.alloc(LEAF_SIZE).map_err(pm)?;
+        let off = super::reserve::alloc(&self.heap, LEAF_SIZE).map_err(pm)?;
         let nl = self.leaf(off);
         init_leaf(nl, lf.next());
         nl.lock_word().store(1, Ordering::Relaxed);

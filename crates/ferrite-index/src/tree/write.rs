@@ -136,7 +136,11 @@ impl FerriteIndex {
                 let l = slot / PER_LINE;
                 write_entry(lf, &mut h, slot, e);
                 lf.set_hdr(l, h[l]);
-                self.flush_line(lf, l);
+                if !ferrite_pm::tripwire::armed(
+                    ferrite_pm::tripwire::Tripwire::IndexSkipInsertFlush,
+                ) {
+                    self.flush_line(lf, l);
+                }
                 lk.dirty = true;
                 return self.fence();
             }

@@ -122,6 +122,11 @@ impl Pool {
         // SAFETY: in-bounds, aligned entry that no one else uses (state 0, and the
         // directory lock is held).
         unsafe { p.write(e) };
+        if crate::tripwire::armed(crate::tripwire::Tripwire::DirectoryStateFirst) {
+            // Broken on purpose: the state word goes out with the entry.
+            self.state_word(i)
+                .store(layout::ENTRY_VALID, Ordering::Release);
+        }
         self.persist(p as *const u8, 128)?;
         self.state_word(i)
             .store(layout::ENTRY_VALID, Ordering::Release);

@@ -111,20 +111,13 @@ pub(super) fn new_header(size: u64, chunk_size: u64, flags: u64) -> Result<PoolH
         dir_entries: layout::DIR_ENTRIES as u64,
         chunk_table_off: table_off,
         heap_off,
-        pool_uuid: random_u64(),
+        pool_uuid: crate::rng::random_u64(),
         created_unix: now,
         flags,
         checksum: 0,
     };
     h.checksum = h.compute_checksum();
     Ok(h)
-}
-
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::process::id() as u64);
-    h.finish()
 }
 
 impl Pool {

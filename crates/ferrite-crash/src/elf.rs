@@ -6,16 +6,16 @@
 
 use std::collections::BTreeMap;
 
-use ferrite_pm::sim::SplitMix;
-use ferrite_pm::targets::exhaust_and_account;
+use ferrite_pm::account::exhaust_and_account;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
-use crate::build::build;
-use crate::elf::Variant;
-use crate::error::ElfError;
-use crate::query::Query;
-use crate::store::{CreateOptions, ElfStore};
-use crate::table::{Column, ColumnKind, Schema};
+use ferrite_elf::build::build;
+use ferrite_elf::store::{CreateOptions, ElfStore};
+use ferrite_elf::table::{Column, ColumnKind, Schema};
+use ferrite_elf::ElfError;
+use ferrite_elf::Query;
+use ferrite_elf::Variant;
 
 const NAME: &str = "crash-elf";
 const NCOLS: usize = 3;

@@ -13,22 +13,13 @@
 
 use std::collections::BTreeMap;
 
-use ferrite_pm::sim::SplitMix;
-use ferrite_pm::{explore, CrashConfig, CrashReport, CrashTarget, Journal, JournalHandle, Pool};
+use ferrite_pm::rng::SplitMix;
+use ferrite_pm::{explore, CrashConfig, CrashReport, Journal, JournalHandle, Pool};
 
-use crate::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
-use crate::log::{Log, LogConfig, LogKind, PmLog};
-use crate::page::{DirtyMask, Method, PageStore, PageStoreConfig};
-use crate::PmioError;
-
-/// The targets, for `ferrite crash-test`.
-pub fn targets() -> Vec<(&'static str, CrashTarget)> {
-    vec![
-        ("log", log_target as CrashTarget),
-        ("page", page_target as CrashTarget),
-        ("inplace", inplace_target as CrashTarget),
-    ]
-}
+use ferrite_pmio::inplace::{InplaceArray, InplaceConfig, InplaceMethod};
+use ferrite_pmio::log::{Log, LogConfig, LogKind, PmLog};
+use ferrite_pmio::page::{DirtyMask, Method, PageStore, PageStoreConfig};
+use ferrite_pmio::PmioError;
 
 /// Workload operations per variant: the CLI passes the generic default (600),
 /// which each family scales to reach >= 10,000 crash states in total.
@@ -164,7 +155,7 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
         }
     }
     let exists = pool
-        .object(LOG_NAME, crate::log::LOG_TYPE)
+        .object(LOG_NAME, ferrite_pmio::log::LOG_TYPE)
         .map(|id| pool.root(id, 0) != 0)
         .unwrap_or(false);
     if !exists {
@@ -230,7 +221,7 @@ fn log_check(pool: Pool, j: &Journal<LogOp>, kind: LogKind, padded: bool) -> Res
     Ok(found)
 }
 
-fn log_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+pub fn log_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     let ops = scaled(cfg, 180);
     let mut total = CrashReport {
         target: "log".into(),
@@ -353,7 +344,7 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<u64, String> {
         }
     }
     let exists = pool
-        .object(PAGE_NAME, crate::page::PAGE_STORE_TYPE)
+        .object(PAGE_NAME, ferrite_pmio::page::PAGE_STORE_TYPE)
         .map(|id| pool.root(id, 0) != 0)
         .unwrap_or(false);
     if !exists {
@@ -421,7 +412,7 @@ fn page_check(pool: Pool, j: &Journal<PageOp>) -> Result<u64, String> {
     Ok(digest(&found))
 }
 
-fn page_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+pub fn page_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     let ops = scaled(cfg, 900);
     let seed = cfg.seed;
     let mut r = explore(
@@ -498,7 +489,7 @@ fn inplace_check(
         }
     }
     let exists = pool
-        .object(ARRAY_NAME, crate::inplace::INPLACE_TYPE)
+        .object(ARRAY_NAME, ferrite_pmio::inplace::INPLACE_TYPE)
         .map(|id| pool.root(id, 0) != 0)
         .unwrap_or(false);
     if !exists {
@@ -545,7 +536,7 @@ fn inplace_check(
     Ok(digest(&found))
 }
 
-fn inplace_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+pub fn inplace_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     let ops = scaled(cfg, 280);
     let mut total = CrashReport {
         target: "inplace".into(),
@@ -564,32 +555,4 @@ fn inplace_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
         }
     }
     Ok(total)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn run(name: &str) -> CrashReport {
-        let f = targets().into_iter().find(|t| t.0 == name).unwrap().1;
-        let r = f(&CrashConfig::default()).unwrap();
-        assert_eq!(r.violations, 0, "{name}: {:#?}", r.examples);
-        assert!(r.states >= 10_000, "{name}: only {} states", r.states);
-        r
-    }
-
-    #[test]
-    fn log_survives_a_crash_at_every_fence() {
-        run("log");
-    }
-
-    #[test]
-    fn page_survives_a_crash_at_every_fence() {
-        run("page");
-    }
-
-    #[test]
-    fn inplace_survives_a_crash_at_every_fence() {
-        run("inplace");
-    }
 }

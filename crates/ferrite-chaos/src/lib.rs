@@ -1,0 +1,151 @@
+//! Fault-injection testing of the replicated service (issue 12): clients
+//! record every operation they issue — invocation and response times
+//! (monotonic), the reply, or that the reply never came — into history files,
+//! and the Go checker in `chaos/checker` (Porcupine, with a key-value model
+//! that understands compare-and-set) decides whether each history is
+//! linearizable.
+//!
+//! This module is the Rust side of that contract: [`Record`] is one line of a
+//! history file, [`HistoryWriter`] writes them, and [`check`] builds and runs
+//! the checker and returns its [`Summary`].
+
+pub mod proxy;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+/// What happened to an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The reply arrived.
+    Ok,
+    /// An error reply that guarantees the operation had no effect.
+    Fail,
+    /// No reply (timeout, dropped connection): it may or may not have applied.
+    Unknown,
+}
+
+/// One line of a history file (the format `chaos/checker` reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub client: u32,
+    /// `get`, `set` or `cas` (`SET key value IFEQ expected`).
+    pub op: String,
+    pub key: String,
+    /// The value written (set, cas) or read (get, when found).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// cas: the value compared with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected: Option<String>,
+    /// Monotonic nanoseconds at invocation and at the reply (ignored for
+    /// `Unknown`).
+    pub call: u64,
+    pub ret: u64,
+    pub status: Status,
+    /// get: whether the key existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub found: bool,
+    /// cas: whether it applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub applied: bool,
+}
+
+/// Appends records to a history file, one JSON object per line.
+pub struct HistoryWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    path: PathBuf,
+}
+
+impl HistoryWriter {
+    pub fn create(path: &Path) -> std::io::Result<HistoryWriter> {
+        Ok(HistoryWriter {
+            out: std::io::BufWriter::new(std::fs::File::create(path)?),
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn record(&mut self, r: &Record) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, r)?;
+        self.out.write_all(b"\n")
+    }
+
+    /// Flushes and returns the file's path.
+    pub fn finish(mut self) -> std::io::Result<PathBuf> {
+        self.out.flush()?;
+        Ok(self.path)
+    }
+}
+
+/// A key whose history is not linearizable.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Violation {
+    pub file: String,
+    pub key: String,
+    #[serde(default)]
+    pub html: Option<String>,
+}
+
+/// The checker's verdict over all histories it was given.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Summary {
+    pub files: u64,
+    pub operations: u64,
+    pub indeterminate: u64,
+    pub failed_left_out: u64,
+    pub keys: u64,
+    pub linearizable: bool,
+    pub violations: Vec<Violation>,
+    pub timed_out: Vec<String>,
+}
+
+/// The checker's source directory (`chaos/checker` in the repository).
+pub fn checker_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../chaos/checker")
+}
+
+/// Builds the checker with `go build` into `out_dir` and returns the binary.
+pub fn build_checker(out_dir: &Path) -> Result<PathBuf, String> {
+    let bin = out_dir.join("ferrite-linearizability-checker");
+    let o = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg(".")
+        .current_dir(checker_dir())
+        .output()
+        .map_err(|e| format!("cannot run `go` (Go is needed for the checker): {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "go build failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(bin)
+}
+
+/// Runs the checker binary on `histories`; visualisations of failing
+/// histories go to `html_dir`.
+pub fn check(checker: &Path, histories: &[PathBuf], html_dir: &Path) -> Result<Summary, String> {
+    let o = Command::new(checker)
+        .arg("-html-dir")
+        .arg(html_dir)
+        .args(histories)
+        .output()
+        .map_err(|e| format!("cannot run the checker: {e}"))?;
+    if o.status.code() == Some(2) && o.stdout.is_empty() {
+        return Err(format!(
+            "the checker refused its input: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    serde_json::from_slice(&o.stdout).map_err(|e| {
+        format!(
+            "unreadable checker output ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}

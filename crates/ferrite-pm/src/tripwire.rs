@@ -1,0 +1,109 @@
+//! Tripwires: test-only switches that deliberately break one crash-consistency
+//! step of one structure (drop a fence, skip a flush, publish too early), so
+//! that each structure's crash test can show it catches the breakage. A crash
+//! checker that stopped checking would then fail CI instead of passing quietly.
+//!
+//! Switches are per thread (the crash simulator runs a workload on one thread,
+//! and tests run in parallel in one process), off unless a test turns one on
+//! with [`arm`]; checking one is a thread-local read. They are compiled into
+//! every build so that `ferrite crash-test TARGET --tripwire NAME` can show a
+//! user the checker at work.
+
+use std::cell::Cell;
+
+/// Every tripwire Ferrite has. Names are `structure.what-breaks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tripwire {
+    /// The allocator hands out a freed block before the freeing thread's next
+    /// fence (its unlink may not be durable yet).
+    HeapNoLimbo,
+    /// A new directory entry's state word is written before the entry itself
+    /// is persisted.
+    DirectoryStateFirst,
+    /// Logs: the commit (footer, size or validity) is not separated from the
+    /// payload by a barrier / the payload is not written back.
+    LogSkipPayloadFlush,
+    /// Page store, copy-on-write: the new copy's header is published without
+    /// the barrier that makes its data durable first.
+    PageCowNoDataFence,
+    /// In-place updates: the new value is not written back before the update
+    /// returns.
+    InplaceSkipFlush,
+    /// Elf: the new generation's root is published before its data is durable.
+    ElfPublishBeforeFence,
+    /// Index: an inserted entry's line is not written back.
+    IndexSkipInsertFlush,
+    /// Index: a single-key write that overlapped a write batch is acknowledged
+    /// without waiting for the batch's log to be retired.
+    IndexBatchNoWait,
+}
+
+impl Tripwire {
+    pub const ALL: [Tripwire; 8] = [
+        Tripwire::HeapNoLimbo,
+        Tripwire::DirectoryStateFirst,
+        Tripwire::LogSkipPayloadFlush,
+        Tripwire::PageCowNoDataFence,
+        Tripwire::InplaceSkipFlush,
+        Tripwire::ElfPublishBeforeFence,
+        Tripwire::IndexSkipInsertFlush,
+        Tripwire::IndexBatchNoWait,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tripwire::HeapNoLimbo => "heap.no-limbo",
+            Tripwire::DirectoryStateFirst => "directory.state-first",
+            Tripwire::LogSkipPayloadFlush => "log.skip-payload-flush",
+            Tripwire::PageCowNoDataFence => "page.cow-no-data-fence",
+            Tripwire::InplaceSkipFlush => "inplace.skip-flush",
+            Tripwire::ElfPublishBeforeFence => "elf.publish-before-fence",
+            Tripwire::IndexSkipInsertFlush => "index.skip-insert-flush",
+            Tripwire::IndexBatchNoWait => "index.batch-no-wait",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tripwire> {
+        Tripwire::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    fn bit(self) -> u64 {
+        1 << Tripwire::ALL
+            .iter()
+            .position(|&t| t == self)
+            .expect("listed")
+    }
+}
+
+thread_local! {
+    static ARMED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Turns `t` on or off for the current thread.
+pub fn arm(t: Tripwire, on: bool) {
+    ARMED.with(|a| {
+        let b = t.bit();
+        a.set(if on { a.get() | b } else { a.get() & !b });
+    });
+}
+
+/// Whether `t` is on for the current thread.
+#[inline]
+pub fn armed(t: Tripwire) -> bool {
+    ARMED.with(|a| a.get() & t.bit() != 0)
+}
+
+/// Runs `f` with `t` armed on this thread, disarming it afterwards (also on
+/// panic).
+pub fn with<R>(t: Tripwire, f: impl FnOnce() -> R) -> R {
+    struct Disarm(Tripwire);
+    impl Drop for Disarm {
+        fn drop(&mut self) {
+            arm(self.0, false);
+        }
+    }
+    arm(t, true);
+    let _d = Disarm(t);
+    f()
+}

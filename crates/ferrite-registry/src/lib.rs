@@ -1,0 +1,392 @@
+//! One registry of Ferrite's structure types. Each entry says how to verify an
+//! object of that type in a pool (`ferrite check`), which crash-test targets
+//! exercise it and the tripwire each must catch (`ferrite crash-test`, the
+//! crash suite), and how to open it as an ordered key-value store (benchmarks,
+//! the PiBench adapter). Adding a structure is one entry here.
+//!
+//! This is a tools crate: it depends on every library crate and on the crash
+//! targets; no library depends on it.
+
+use ferrite_crash as crash;
+use ferrite_kv::{KvResult, OrderedKv};
+use ferrite_pm::tripwire::Tripwire;
+use ferrite_pm::{CrashConfig, CrashReport, Pool};
+
+/// Verifies object `name` of a pool (the pool is a private copy: recovery may
+/// write to it). `Ok` holds a one-line verdict.
+pub type VerifyFn = fn(&Pool, &str) -> Result<String, String>;
+
+/// A crash-test target.
+#[derive(Clone, Copy)]
+pub struct CrashTest {
+    /// `ferrite crash-test NAME`.
+    pub name: &'static str,
+    pub run: fn(&CrashConfig) -> ferrite_pm::Result<CrashReport>,
+    /// Its default configuration.
+    pub config: fn() -> CrashConfig,
+    /// The deliberate breakage this target must catch (violations > 0).
+    pub tripwire: Tripwire,
+}
+
+/// Where an ordered key-value variant lives.
+pub struct KvSpec<'a> {
+    /// The pool for persistent variants (volatile ones make their own memory).
+    pub pool: Option<&'a Pool>,
+    /// Object name in the pool.
+    pub name: &'a str,
+    /// Bytes a volatile variant may use.
+    pub capacity: u64,
+}
+
+/// Bytes a structure uses (for VLDB'22 Table 3-style reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUse {
+    pub dram_bytes: u64,
+    pub pm_bytes: u64,
+}
+
+/// An opened key-value variant and what a harness reports about it.
+pub struct Opened {
+    pub kv: std::sync::Arc<dyn OrderedKv>,
+    /// Its DRAM and PM bytes now.
+    pub memory: Box<dyn Fn() -> MemoryUse + Send + Sync>,
+    /// What opening found (e.g. what recovery rebuilt), for the report.
+    pub notes: Vec<String>,
+}
+
+/// A way to open a structure as an [`OrderedKv`].
+#[derive(Clone, Copy)]
+pub struct KvVariant {
+    /// The name benchmarks and adapters use (`ferrite`, `ferrite-dram`, ...).
+    pub name: &'static str,
+    /// What it is and what its completed operations survive.
+    pub about: &'static str,
+    /// Whether it needs a pool (persistent) or makes its own memory.
+    pub needs_pool: bool,
+    pub open: fn(&KvSpec<'_>) -> KvResult<Opened>,
+}
+
+/// A structure type.
+pub struct Structure {
+    /// Short name.
+    pub name: &'static str,
+    /// Type name of its objects in a pool's root directory (None: not an
+    /// object, e.g. the pool's own metadata).
+    pub object_type: Option<&'static str>,
+    pub about: &'static str,
+    pub verify: Option<VerifyFn>,
+    pub crash_tests: &'static [CrashTest],
+    pub kv: &'static [KvVariant],
+}
+
+fn default_config() -> CrashConfig {
+    CrashConfig::default()
+}
+
+fn e<E: std::fmt::Display>(x: E) -> String {
+    x.to_string()
+}
+
+// ----- verification of each object type ---------------------------------------------
+
+fn verify_slot_table(pool: &Pool, name: &str) -> Result<String, String> {
+    let t = ferrite_testkit::SlotTable::open_or_create(pool, name, 1).map_err(e)?;
+    for i in 0..t.slots() {
+        t.read(i).map_err(e)?;
+    }
+    Ok(format!("ok: {} live blocks", t.open_stats.live_blocks))
+}
+
+fn verify_elf(pool: &Pool, name: &str) -> Result<String, String> {
+    let s = ferrite_elf::ElfStore::open(pool, name, ferrite_elf::Variant::Pm, true).map_err(e)?;
+    s.current().elf.verify().map_err(e)?;
+    Ok(format!(
+        "ok: {} rows, checksum and structure verified",
+        s.rows()
+    ))
+}
+
+fn verify_index(pool: &Pool, name: &str) -> Result<String, String> {
+    let ix = ferrite_index::FerriteIndex::open_or_create(pool, name).map_err(e)?;
+    ix.check_structure()?;
+    let mut n = 0usize;
+    ix.scan(&[], usize::MAX, &mut |_, _| n += 1).map_err(e)?;
+    if n != ix.count() {
+        return Err(format!(
+            "a scan sees {n} keys, the count says {}",
+            ix.count()
+        ));
+    }
+    Ok(format!(
+        "ok: {n} keys, leaf chain sorted and consistent, every entry readable"
+    ))
+}
+
+fn verify_log(pool: &Pool, name: &str) -> Result<String, String> {
+    use ferrite_pmio::log::Log;
+    let l = ferrite_pmio::log::PmLog::open(pool, name).map_err(e)?;
+    let n = l.entries().map_err(e)?.len();
+    Ok(format!("ok: {n} entries recovered and read back"))
+}
+
+fn verify_pages(pool: &Pool, name: &str) -> Result<String, String> {
+    let s = ferrite_pmio::page::PageStore::open(pool, name).map_err(e)?;
+    let mut buf = vec![0u8; s.page_size()];
+    let mut present = 0;
+    for pid in s.page_ids() {
+        if s.read(pid, &mut buf).map_err(e)? {
+            present += 1;
+        }
+    }
+    Ok(format!(
+        "ok: {present} pages of {} bytes recovered and read back ({} slots)",
+        s.page_size(),
+        s.capacity()
+    ))
+}
+
+fn verify_inplace(pool: &Pool, name: &str) -> Result<String, String> {
+    let a = ferrite_pmio::inplace::InplaceArray::open(pool, name).map_err(e)?;
+    let mut out = vec![0u8; a.value_size()];
+    for i in 0..a.len() {
+        a.read(i, &mut out).map_err(e)?;
+    }
+    Ok(format!(
+        "ok: {} values of {} bytes recovered and read back",
+        a.len(),
+        a.value_size()
+    ))
+}
+
+// ----- key-value variants ---------------------------------------------------------------
+
+fn open_index(s: &KvSpec<'_>) -> KvResult<Opened> {
+    let pool = s
+        .pool
+        .ok_or_else(|| ferrite_kv::KvError::Backend("the persistent index needs a pool".into()))?;
+    let idx = std::sync::Arc::new(ferrite_index::FerriteIndex::open_or_create(pool, s.name)?);
+    let r = idx.rebuild_stats();
+    let notes = if r.keys > 0 {
+        vec![format!(
+            "ferrite: opened {} keys in {} leaves, inner nodes rebuilt in {:.1} ms",
+            r.keys,
+            r.leaves,
+            r.duration.as_secs_f64() * 1e3
+        )]
+    } else {
+        Vec::new()
+    };
+    let i2 = idx.clone();
+    Ok(Opened {
+        kv: idx,
+        memory: Box::new(move || {
+            let m = i2.memory_usage();
+            MemoryUse {
+                dram_bytes: m.dram_bytes,
+                pm_bytes: m.pm_bytes,
+            }
+        }),
+        notes,
+    })
+}
+
+fn open_index_dram(s: &KvSpec<'_>) -> KvResult<Opened> {
+    let idx = std::sync::Arc::new(ferrite_index::FerriteIndex::volatile(s.capacity)?);
+    let i2 = idx.clone();
+    Ok(Opened {
+        kv: idx,
+        // Leaves live in DRAM too in volatile mode.
+        memory: Box::new(move || {
+            let m = i2.memory_usage();
+            MemoryUse {
+                dram_bytes: m.dram_bytes + m.pm_bytes,
+                pm_bytes: 0,
+            }
+        }),
+        notes: Vec::new(),
+    })
+}
+
+// ----- the registry ----------------------------------------------------------------------
+
+static STRUCTURES: &[Structure] = &[
+    Structure {
+        name: "pool",
+        object_type: None,
+        about: "the pool's header, root directory, chunk table and allocator",
+        verify: None,
+        crash_tests: &[
+            CrashTest {
+                name: "allocator",
+                run: crash::pm::allocator_target,
+                config: crash::pm::allocator_default_config,
+                tripwire: Tripwire::HeapNoLimbo,
+            },
+            CrashTest {
+                name: "directory",
+                run: crash::pm::directory_target,
+                config: default_config,
+                tripwire: Tripwire::DirectoryStateFirst,
+            },
+        ],
+        kv: &[],
+    },
+    Structure {
+        name: "slot-table",
+        object_type: Some(ferrite_testkit::SLOT_TABLE_TYPE),
+        about: "test structure exercising the allocator (slots of published blocks)",
+        verify: Some(verify_slot_table),
+        crash_tests: &[],
+        kv: &[],
+    },
+    Structure {
+        name: "log",
+        object_type: Some(ferrite_pmio::log::LOG_TYPE),
+        about: "failure-atomic PM log (classic, header, dancing, RAWL, PopLog)",
+        verify: Some(verify_log),
+        crash_tests: &[CrashTest {
+            name: "log",
+            run: crash::pmio::log_target,
+            config: default_config,
+            tripwire: Tripwire::LogSkipPayloadFlush,
+        }],
+        kv: &[],
+    },
+    Structure {
+        name: "page-store",
+        object_type: Some(ferrite_pmio::page::PAGE_STORE_TYPE),
+        about: "failure-atomic page propagation (copy-on-write with pvn, micro log)",
+        verify: Some(verify_pages),
+        crash_tests: &[CrashTest {
+            name: "page",
+            run: crash::pmio::page_target,
+            config: default_config,
+            tripwire: Tripwire::PageCowNoDataFence,
+        }],
+        kv: &[],
+    },
+    Structure {
+        name: "inplace",
+        object_type: Some(ferrite_pmio::inplace::INPLACE_TYPE),
+        about: "failure-atomic in-place updates (CoW, log-based, FAM)",
+        verify: Some(verify_inplace),
+        crash_tests: &[CrashTest {
+            name: "inplace",
+            run: crash::pmio::inplace_target,
+            config: default_config,
+            tripwire: Tripwire::InplaceSkipFlush,
+        }],
+        kv: &[],
+    },
+    Structure {
+        name: "elf",
+        object_type: Some(ferrite_elf::layout::OBJECT_TYPE),
+        about: "Elf multi-dimensional index with a crash-safe delta",
+        verify: Some(verify_elf),
+        crash_tests: &[CrashTest {
+            name: "elf",
+            run: crash::elf::elf_target,
+            config: default_config,
+            tripwire: Tripwire::ElfPublishBeforeFence,
+        }],
+        kv: &[],
+    },
+    Structure {
+        name: "index",
+        object_type: Some(ferrite_index::INDEX_TYPE),
+        about: "hybrid DRAM/PM range index (PM leaves, DRAM inner nodes)",
+        verify: Some(verify_index),
+        crash_tests: &[
+            CrashTest {
+                name: "index",
+                run: crash::index::index_target,
+                config: default_config,
+                tripwire: Tripwire::IndexSkipInsertFlush,
+            },
+            CrashTest {
+                name: "index-batch-race",
+                run: crash::index_race::target,
+                config: default_config,
+                tripwire: Tripwire::IndexBatchNoWait,
+            },
+        ],
+        kv: &[
+            KvVariant {
+                name: "ferrite",
+                about: "Ferrite's persistent index in a pool",
+                needs_pool: true,
+                open: open_index,
+            },
+            KvVariant {
+                name: "ferrite-dram",
+                about: "Ferrite's index in DRAM, no write-back or fences",
+                needs_pool: false,
+                open: open_index_dram,
+            },
+        ],
+    },
+];
+
+/// Every structure type this build knows.
+pub fn structures() -> &'static [Structure] {
+    STRUCTURES
+}
+
+/// The structure whose objects have directory type `object_type`.
+pub fn by_object_type(object_type: &str) -> Option<&'static Structure> {
+    STRUCTURES
+        .iter()
+        .find(|s| s.object_type == Some(object_type))
+}
+
+/// Every crash-test target, in registry order.
+pub fn crash_tests() -> impl Iterator<Item = &'static CrashTest> {
+    STRUCTURES.iter().flat_map(|s| s.crash_tests.iter())
+}
+
+/// The crash-test target called `name`.
+pub fn crash_test(name: &str) -> Option<&'static CrashTest> {
+    crash_tests().find(|t| t.name == name)
+}
+
+/// Every key-value variant.
+pub fn kv_variants() -> impl Iterator<Item = &'static KvVariant> {
+    STRUCTURES.iter().flat_map(|s| s.kv.iter())
+}
+
+/// The key-value variant called `name`.
+pub fn kv_variant(name: &str) -> Option<&'static KvVariant> {
+    kv_variants().find(|v| v.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique() {
+        let mut seen = std::collections::HashSet::new();
+        for t in crash_tests() {
+            assert!(seen.insert(t.name), "crash test {} twice", t.name);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for v in kv_variants() {
+            assert!(seen.insert(v.name), "kv variant {} twice", v.name);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in structures() {
+            if let Some(t) = s.object_type {
+                assert!(seen.insert(t), "object type {t} twice");
+            }
+        }
+    }
+
+    #[test]
+    fn every_object_type_can_be_verified() {
+        for s in structures() {
+            if s.object_type.is_some() {
+                assert!(s.verify.is_some(), "{} objects cannot be checked", s.name);
+            }
+        }
+    }
+}
