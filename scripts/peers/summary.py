@@ -79,7 +79,7 @@ def figure(d, stem, fl):
             cells.append(c)
     ours = [n for n in names if n in OURS]
     peers = [n for n in names if n not in OURS and n not in BASELINES]
-    head = ["op", "t"] + names + ["best correct peer", "ours / best", "ours / floor"]
+    head = ["op", "t"] + names + ["best correct peer", "ours / best", "ours / best on-CPU", "ours / floor"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (b, t) in cells:
         row = [b, str(t)]
@@ -90,18 +90,23 @@ def figure(d, stem, fl):
                 row.append("-")
                 continue
             wrong = x.get("wrong", 0) or 0
-            got[n] = (x["mops"], wrong)
-            row.append(fmt(x["mops"]) + (f" ✗{wrong}" if wrong else ""))
-        correct = [(got[n][0], n) for n in peers if n in got and got[n][1] == 0]
+            cpu = x.get("mops_cpu")
+            got[n] = (x["mops"], cpu, wrong)
+            row.append(fmt(x["mops"]) + (f" ({fmt(cpu)})" if cpu else "") + (f" ✗{wrong}" if wrong else ""))
+        correct = [(got[n][0], n) for n in peers if n in got and got[n][2] == 0]
+        correct_cpu = [(got[n][1], n) for n in peers if n in got and got[n][2] == 0 and got[n][1]]
         best = max(correct) if correct else None
+        best_cpu = max(correct_cpu) if correct_cpu else None
         row.append(f"{best[1]} {fmt(best[0])}" if best else "none")
-        o = next((got[n][0] for n in ours if n in got), None)
-        row.append(f"{o / best[0]:.2f}x" if (o and best) else "-")
+        o = next((got[n] for n in ours if n in got), None)
+        row.append(f"{o[0] / best[0]:.2f}x" if (o and best) else "-")
+        row.append(f"{o[1] / best_cpu[0]:.2f}x" if (o and o[1] and best_cpu) else "-")
         fk = fl.get(b) if fl else None
-        row.append(f"{o / fk:.2f}" if (o and fk and t == 1) else "-")
+        row.append(f"{o[0] / fk:.2f}" if (o and fk and t == 1) else "-")
         out.append("| " + " | ".join(row) + " |")
     w = r.get("environment", {})
     out.append("")
+    out.append("Cells: Mops/s wall clock (Mops per on-CPU second of a worker); ✗N: N wrong answers in that run.")
     out.append(f"Load average before/after: {w.get('loadavg_before', '?')} / {w.get('loadavg_after', '?')}; "
                f"workload: {w.get('workload', {}).get('description', '')}")
     out.append("")
