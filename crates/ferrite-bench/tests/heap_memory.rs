@@ -18,6 +18,7 @@ fn btreemap_memory_grows_with_its_records() {
         value_size: 8,
         reopen: false,
         redb_load_batch: 100,
+        threads: 1,
     };
     let inst = open_variant("btreemap", &c).unwrap();
     let codec = KeyCodec::new(8, 8, "").unwrap();

@@ -867,3 +867,109 @@ mod tests {
         assert_eq!(kv.count(), 0, "a rejected batch changes nothing");
     }
 }
+
+/// The concurrent DRAM index: `crossbeam_skiplist::SkipMap` (a lock-free
+/// skip list; readers and writers never block each other). Updates replace
+/// the entry (a new node per update, as the crate's API has no in-place
+/// value change); an update racing with a remove of the same key may
+/// re-insert it, which the benchmark's workloads never do.
+#[derive(Default)]
+pub struct SkipListKv {
+    map: crossbeam_skiplist::SkipMap<Vec<u8>, Vec<u8>>,
+}
+
+/// What `skiplist` is, for the report.
+pub const SKIPLIST_LABEL: &str = "crossbeam_skiplist::SkipMap<Vec<u8>, Vec<u8>> (lock-free)";
+
+impl SkipListKv {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl OrderedKv for SkipListKv {
+    fn name(&self) -> &str {
+        "skiplist"
+    }
+
+    fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        out.clear();
+        match self.map.get(key) {
+            Some(e) => {
+                out.extend_from_slice(e.value());
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn insert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
+        let mut new = false;
+        self.map.get_or_insert_with(key.to_vec(), || {
+            new = true;
+            value.to_vec()
+        });
+        Ok(new)
+    }
+
+    fn update(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
+        if !self.map.contains_key(key) {
+            return Ok(false);
+        }
+        self.map.insert(key.to_vec(), value.to_vec());
+        Ok(true)
+    }
+
+    fn upsert(&self, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        check_sizes(key, Some(value), MAX_KEY, MAX_VALUE)?;
+        let new = !self.map.contains_key(key);
+        self.map.insert(key.to_vec(), value.to_vec());
+        Ok(new)
+    }
+
+    fn remove(&self, key: &[u8]) -> KvResult<bool> {
+        check_sizes(key, None, MAX_KEY, MAX_VALUE)?;
+        Ok(self.map.remove(key).is_some())
+    }
+
+    fn count(&self) -> usize {
+        self.map.len()
+    }
+
+    fn scan(&self, start: &[u8], n: usize, f: &mut dyn FnMut(&[u8], &[u8])) -> KvResult<usize> {
+        check_sizes(start, None, MAX_KEY, MAX_VALUE)?;
+        let mut seen = 0;
+        for e in self
+            .map
+            .range::<[u8], _>((Bound::Included(start), Bound::Unbounded))
+            .take(n)
+        {
+            f(e.key(), e.value());
+            seen += 1;
+        }
+        Ok(seen)
+    }
+
+    fn write_batch(&self, batch: &WriteBatch) -> KvResult<()> {
+        for op in &batch.ops {
+            match op {
+                BatchOp::Put { key, value } => {
+                    self.upsert(key, value)?;
+                }
+                BatchOp::Delete { key } => {
+                    self.remove(key)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn cursor(&self) -> KvResult<Box<dyn KvCursor + '_>> {
+        Err(KvError::Backend(
+            "skiplist: no cursor (a benchmark baseline)".into(),
+        ))
+    }
+}

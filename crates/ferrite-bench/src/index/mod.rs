@@ -4,6 +4,9 @@
 //! suite that runs them and builds the report and charts ([`suite`]).
 
 pub mod baselines;
+pub mod expected;
+pub mod isolate;
+pub mod peers;
 pub mod runner;
 pub mod suite;
 pub mod variants;

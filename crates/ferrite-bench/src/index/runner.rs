@@ -10,7 +10,8 @@ use ferrite_index::{OrderedKv, WriteBatch};
 use ferrite_pm::clock::thread_cpu_secs;
 use ferrite_pm::persist::{self, PersistStats};
 
-use crate::index::workload::{Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
+use crate::index::expected::KeySet;
+use crate::index::workload::{scramble, unscramble, Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
 use crate::{BenchError, Result};
 
 /// What the load phase did.
@@ -95,18 +96,66 @@ pub struct RunStats {
     pub scanned: u64,
     /// Reads that returned a value belonging to another key (must be 0).
     pub wrong_values: u64,
+    /// Wrong answers found by checking against the keys the index must hold
+    /// (see [`Wrong`]; all 0 for a correct index).
+    pub wrong: Wrong,
     pub latency: Option<Percentiles>,
     /// Million operations per second in each `sampling_ms` interval.
     pub samples: Vec<f64>,
     pub persist: PersistStats,
     /// True when `max_seconds` cut the run short.
     pub stopped_early: bool,
+    /// The first wrong answer, described (None when all were right).
+    pub wrong_example: Option<String>,
     /// On-CPU seconds of the workers, summed (excludes time other processes
     /// had the CPU: the machine this runs on is shared).
     pub cpu_secs: f64,
 }
 
+/// Wrong answers of one run, found against [`KeySet`] (the keys loaded and
+/// inserted, not removed). Checks that concurrent operations of the same run
+/// could make ambiguous are skipped: lost and phantom keys are only counted
+/// in runs without removes, scan contents only in runs without inserts and
+/// removes (other scans are still checked for order and values).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Wrong {
+    /// A lookup or update did not find a key the index must hold.
+    pub lost: u64,
+    /// A lookup or update found a key the index must not hold, or a key a
+    /// remove said it removed is found after the run.
+    pub phantom: u64,
+    /// An insert of a fresh key (never inserted before) returned false.
+    pub failed_inserts: u64,
+    /// A scan returned other records than the index holds from its start key:
+    /// wrong keys, missing or extra records, wrong order or values, or none
+    /// at all where it said it returned some.
+    pub scans: u64,
+}
+
+impl Wrong {
+    pub fn total(&self) -> u64 {
+        self.lost + self.phantom + self.failed_inserts + self.scans
+    }
+}
+
+impl std::ops::Add for Wrong {
+    type Output = Wrong;
+    fn add(self, o: Wrong) -> Wrong {
+        Wrong {
+            lost: self.lost + o.lost,
+            phantom: self.phantom + o.phantom,
+            failed_inserts: self.failed_inserts + o.failed_inserts,
+            scans: self.scans + o.scans,
+        }
+    }
+}
+
 impl RunStats {
+    /// Every wrong answer of the run: values of other keys plus [`Wrong`].
+    pub fn wrong_answers(&self) -> u64 {
+        self.wrong_values + self.wrong.total()
+    }
+
     /// Throughput as if every worker had had a core to itself: operations per
     /// average on-CPU second of a worker. Robust to other load on the machine
     /// (not to its cache and memory-bandwidth interference).
@@ -241,6 +290,10 @@ struct WorkerOut {
     succeeded: [u64; 5],
     scanned: u64,
     wrong: u64,
+    checks: Wrong,
+    example: Option<String>,
+    inserted: Vec<u64>,
+    removed: Vec<u64>,
     lat: Vec<u64>,
     persist: PersistStats,
     done: u64,
@@ -251,12 +304,16 @@ struct WorkerOut {
 
 /// Runs `spec` against a store holding ids `0..key_space`. Inserts take fresh ids
 /// from `next_fresh` (shared across runs, so later runs never re-insert).
+/// With `expected` (the keys the store must hold; keys of at least 8 bytes),
+/// every answer is checked against it ([`RunStats::wrong`]) and it is brought
+/// up to date with the run's successful inserts and removes afterwards.
 pub fn run(
     kv: &dyn OrderedKv,
     codec: &KeyCodec,
     key_space: u64,
     next_fresh: &AtomicU64,
     spec: &RunSpec,
+    expected: Option<&mut KeySet>,
 ) -> Result<RunStats> {
     spec.mix.validate()?;
     let threads = spec.threads.max(1);
@@ -277,6 +334,11 @@ pub fn run(
     let mut outs: Vec<WorkerOut> = Vec::new();
     let mut samples = Vec::new();
     let check_values = codec.key_size >= 8 && codec.value_size >= 8;
+    let exp: Option<&KeySet> = expected.as_deref().filter(|_| codec.decodable());
+    // What concurrent operations of this run cannot make ambiguous.
+    let check_presence = spec.mix.remove == 0.0;
+    let check_scan_contents = spec.mix.remove == 0.0 && spec.mix.insert == 0.0;
+    let record_changes = exp.is_some();
     let mut t0 = Instant::now();
     std::thread::scope(|s| {
         let mut handles = Vec::new();
@@ -293,6 +355,7 @@ pub fn run(
                 let mut k = Vec::with_capacity(codec.key_len());
                 let mut v = Vec::with_capacity(codec.value_size);
                 let mut out = Vec::with_capacity(codec.value_size.max(8));
+                let mut got: Vec<(u64, bool)> = Vec::with_capacity(spec.scan_size);
                 let mut fresh = 0u64;
                 let mut fresh_end = 0u64;
                 let sample = spec.latency_sampling;
@@ -333,29 +396,85 @@ pub fn run(
                         let ok = match op {
                             Op::Read => {
                                 let hit = kv.get_into(&k, &mut out)?;
-                                if hit && check_values && out.len() >= 8 {
-                                    let mut b = [0u8; 8];
-                                    b.copy_from_slice(&out[..8]);
-                                    let tag = u64::from_le_bytes(b) & ((1 << 56) - 1);
-                                    o.wrong += u64::from(tag != id & ((1 << 56) - 1));
+                                if hit && check_values {
+                                    o.wrong += u64::from(!codec.value_matches(id, &out));
+                                }
+                                if let (Some(e), true) = (exp, check_presence) {
+                                    let must = e.contains(scramble(id));
+                                    if must != hit {
+                                        o.checks.lost += u64::from(must);
+                                        o.checks.phantom += u64::from(!must);
+                                        o.example.get_or_insert_with(|| {
+                                            format!(
+                                                "lookup of id {id} (key hash {:#x}): {}",
+                                                scramble(id),
+                                                if must {
+                                                    "not found"
+                                                } else {
+                                                    "found, but never loaded or removed"
+                                                }
+                                            )
+                                        });
+                                    }
                                 }
                                 hit
                             }
                             Op::Insert => {
                                 codec.value(id, 0, &mut v);
-                                kv.insert(&k, &v)?
+                                let ok = kv.insert(&k, &v)?;
+                                if record_changes {
+                                    if ok {
+                                        o.inserted.push(scramble(id));
+                                    } else {
+                                        o.checks.failed_inserts += 1;
+                                    }
+                                }
+                                ok
                             }
                             Op::Update => {
                                 codec.value(id, 1 + (i % 200) as u8, &mut v);
-                                kv.update(&k, &v)?
+                                let ok = kv.update(&k, &v)?;
+                                if let (Some(e), true) = (exp, check_presence) {
+                                    let must = e.contains(scramble(id));
+                                    o.checks.lost += u64::from(must && !ok);
+                                    o.checks.phantom += u64::from(!must && ok);
+                                }
+                                ok
                             }
-                            Op::Remove => kv.remove(&k)?,
+                            Op::Remove => {
+                                let ok = kv.remove(&k)?;
+                                if ok && record_changes {
+                                    o.removed.push(scramble(id));
+                                }
+                                ok
+                            }
                             Op::Scan => {
                                 let mut sum = 0usize;
+                                got.clear();
                                 let n = kv.scan(&k, spec.scan_size, &mut |a, b| {
                                     sum = sum.wrapping_add(a.len() + b.len());
+                                    if exp.is_some() {
+                                        match codec.decode(a) {
+                                            Some(h) => {
+                                                got.push((h, codec.value_matches(unscramble(h), b)))
+                                            }
+                                            // Not a key of ours: never equal to
+                                            // an expected hash's check below.
+                                            None => got.push((u64::MAX, false)),
+                                        }
+                                    }
                                 })?;
                                 std::hint::black_box(sum);
+                                if let Some(e) = exp {
+                                    let h0 = scramble(id);
+                                    if !scan_ok(e, h0, spec.scan_size, n, &got, check_scan_contents)
+                                    {
+                                        o.checks.scans += 1;
+                                        o.example.get_or_insert_with(|| {
+                                            scan_example(e, h0, spec.scan_size, n, &got)
+                                        });
+                                    }
+                                }
                                 o.scanned += n as u64;
                                 n > 0
                             }
@@ -416,6 +535,8 @@ pub fn run(
         ..RunStats::default()
     };
     let mut lat = Vec::new();
+    let mut inserted = Vec::new();
+    let mut removed = Vec::new();
     for o in outs {
         st.ops += o.done;
         for i in 0..5 {
@@ -424,13 +545,93 @@ pub fn run(
         }
         st.scanned += o.scanned;
         st.wrong_values += o.wrong;
+        st.wrong = st.wrong + o.checks;
+        if st.wrong_example.is_none() {
+            st.wrong_example = o.example;
+        }
+        inserted.extend(o.inserted);
+        removed.extend(o.removed);
         st.persist = st.persist + o.persist;
         st.stopped_early |= o.stopped;
         st.cpu_secs += o.cpu;
         lat.extend(o.lat);
     }
     st.latency = Percentiles::of(&mut lat);
+    if let Some(e) = expected {
+        if codec.decodable() {
+            // A remove that said yes must have removed (untimed check after
+            // the run): found again, the key counts as a phantom.
+            let mut k = Vec::new();
+            let mut out = Vec::new();
+            for &h in &removed {
+                codec.key(unscramble(h), &mut k);
+                if kv.get_into(&k, &mut out)? {
+                    st.wrong.phantom += 1;
+                    st.wrong_example.get_or_insert_with(|| {
+                        format!(
+                            "remove of key hash {h:#x} returned true, and the key is still found"
+                        )
+                    });
+                }
+            }
+            e.apply(inserted, removed);
+        }
+    }
     Ok(st)
+}
+
+/// A wrong scan in words: what it returned against what the index holds.
+fn scan_example(e: &KeySet, start: u64, want: usize, n: usize, got: &[(u64, bool)]) -> String {
+    let must = e.scan_from(start, want);
+    let first_diff = must
+        .iter()
+        .zip(got)
+        .position(|(a, (b, _))| a != b)
+        .unwrap_or(must.len().min(got.len()));
+    let show = |v: &mut dyn Iterator<Item = u64>| {
+        v.take(3)
+            .map(|h| {
+                if h == u64::MAX {
+                    "?".to_string()
+                } else {
+                    format!("{h:#x}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "scan of {want} from key hash {start:#x}: returned {n} records ({} delivered, {} with another key's value), the index holds {} from there; first difference at record {first_diff}: expected [{}], got [{}]",
+        got.len(),
+        got.iter().filter(|g| !g.1).count(),
+        must.len(),
+        show(&mut must.iter().skip(first_diff).copied()),
+        show(&mut got.iter().skip(first_diff).map(|g| g.0)),
+    )
+}
+
+/// Whether a scan from the key hash `start` that reported `n` records and
+/// delivered `got` (decoded hash, value matches its key) is right. With
+/// `contents`, the records must be exactly the next `min(want, held)` keys
+/// the index holds; otherwise (inserts or removes run concurrently) they must
+/// be ascending from `start`, and values must match their keys.
+fn scan_ok(
+    e: &KeySet,
+    start: u64,
+    want: usize,
+    n: usize,
+    got: &[(u64, bool)],
+    contents: bool,
+) -> bool {
+    if n != got.len() || got.iter().any(|&(_, v)| !v) {
+        return false;
+    }
+    if contents {
+        let must = e.scan_from(start, want);
+        must.len() == got.len() && must.iter().zip(got).all(|(a, (b, _))| a == b)
+    } else {
+        got.first().is_none_or(|&(h, _)| h >= start) && got.windows(2).all(|w| w[0].0 < w[1].0)
+    }
 }
 
 #[cfg(test)]
@@ -495,6 +696,7 @@ mod tests {
             5_000,
             &fresh,
             &spec(OpMix::only(Op::Read), 20_000, 2),
+            None,
         )
         .unwrap();
         assert_eq!(st.ops, 20_000);
@@ -515,6 +717,7 @@ mod tests {
             1_000,
             &fresh,
             &spec(OpMix::only(Op::Insert), 3_000, 2),
+            None,
         )
         .unwrap();
         assert_eq!(st.succeeded[1], 3_000);
@@ -531,7 +734,7 @@ mod tests {
             remove: 0.2,
             scan: 0.2,
         };
-        let st = run(&kv, &c, 2_000, &fresh, &spec(mix, 10_000, 2)).unwrap();
+        let st = run(&kv, &c, 2_000, &fresh, &spec(mix, 10_000, 2), None).unwrap();
         assert_eq!(st.issued.iter().sum::<u64>(), 10_000);
         assert!(st.issued.iter().all(|&n| n > 1_000));
         assert!(st.scanned > 0);
@@ -546,7 +749,7 @@ mod tests {
         let fresh = AtomicU64::new(0);
         let mut m = OpMix::only(Op::Read);
         m.insert = 0.5;
-        assert!(run(&kv, &c, 10, &fresh, &spec(m, 10, 1)).is_err());
+        assert!(run(&kv, &c, 10, &fresh, &spec(m, 10, 1), None).is_err());
     }
 
     #[test]

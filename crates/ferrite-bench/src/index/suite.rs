@@ -10,6 +10,9 @@ use ferrite_report::chart::{self, fmt_ns, fmt_ns_tick, LineChart, Series};
 use ferrite_report::{BenchResult, Report};
 use serde_json::json;
 
+use crate::index::expected::KeySet;
+use crate::index::isolate::{self, Event};
+use crate::index::peers;
 use crate::index::runner::{load, run as run_workload, RunSpec};
 use crate::index::variants::{
     default_compare, open_variant, variants as known_variants, VariantConfig,
@@ -171,9 +174,12 @@ impl IndexBenchConfig {
                     m.update = 0.5;
                     (m, Distribution::SelfSimilar(0.2))
                 }
+                other if lookup_insert_mix(other).is_some() => {
+                    (lookup_insert_mix(other).unwrap_or(OpMix::only(Op::Read)), dist)
+                }
                 other => {
                     return Err(BenchError::Options(format!(
-                        "unknown bench {other:?} in --benches (lookup, insert, update, remove, scan, mixed)"
+                        "unknown bench {other:?} in --benches (lookup, insert, update, remove, scan, mixed, rXiY = X% lookups and Y% inserts)"
                     )))
                 }
             };
@@ -185,6 +191,20 @@ impl IndexBenchConfig {
         }
         Ok(out)
     }
+}
+
+/// `r90i10` = 90% lookups, 10% inserts (VLDB'22 Fig. 5's mixes).
+fn lookup_insert_mix(name: &str) -> Option<OpMix> {
+    let rest = name.strip_prefix('r')?;
+    let (r, i) = rest.split_once('i')?;
+    let (r, i): (u32, u32) = (r.parse().ok()?, i.parse().ok()?);
+    if r + i != 100 {
+        return None;
+    }
+    let mut m = OpMix::only(Op::Read);
+    m.read = r as f64 / 100.0;
+    m.insert = i as f64 / 100.0;
+    Some(m)
 }
 
 fn pct(r: f64) -> u32 {
@@ -235,6 +255,9 @@ pub struct IndexRun {
     pub config: IndexBenchConfig,
     /// Lookups that returned another key's value (must be 0).
     pub wrong_values: u64,
+    /// Wrong answers of Ferrite's own indexes and the baselines (not of
+    /// published peers, whose wrong answers are reported, not fatal).
+    pub wrong_ours: u64,
     /// Notes worth a newcomer's attention (errors, collisions, reopens).
     pub warnings: Vec<String>,
 }
@@ -254,7 +277,7 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     };
     if let Some(bad) = variants
         .iter()
-        .find(|v| !known_variants().contains(&v.as_str()))
+        .find(|v| !known_variants().contains(&v.as_str()) && !peers::is_peer(v))
     {
         return Err(BenchError::UnknownVariant(bad.clone()));
     }
@@ -274,7 +297,8 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     let inserts_per_run = jobs
         .iter()
         .map(|j| (j.mix.insert * c.operations as f64) as u64)
-        .sum::<u64>();
+        .sum::<u64>()
+        * c.threads.len() as u64;
     let cfg = VariantConfig {
         pool_dir: c.pool_dir.clone(),
         pool_path: c.pool_path.clone(),
@@ -284,6 +308,7 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
         value_size: c.value_size,
         reopen: c.skip_load,
         redb_load_batch: c.redb_load_batch,
+        threads: c.threads.iter().copied().max().unwrap_or(1),
     };
     let param = (c.key_size != 8 || c.value_size != 8).then(|| {
         if c.value_size == 8 {
@@ -314,135 +339,44 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     let mut indexes = Vec::new();
     let mut warnings = Vec::new();
     let mut wrong = 0u64;
+    let mut wrong_ours = 0u64;
     for v in &variants {
-        // One load per index (with the first thread count), then every run at
-        // every thread count: PiBench reloads per run; we keep the default short.
-        let lt = c.threads[0];
-        let inst = open_variant(v, &cfg).context_with(|| format!("opening index {v}"))?;
-        r.notes.push(format!("{v}: {}", inst.durability));
-        r.notes.extend(inst.notes.iter().cloned());
-        warnings.extend(inst.notes.iter().cloned());
-        indexes.push(IndexInfo {
-            name: v.clone(),
-            label: inst.label.clone(),
-            contract: inst.contract.clone(),
-        });
-        let kv = inst.kv.as_ref();
-        let (load_s, load_mops, load_f, load_l, load_cpu) = if c.skip_load {
-            (0.0, 0.0, 0.0, 0.0, 0.0)
-        } else {
-            progress.load_begin(v, lt, c.records);
-            let ls = load(kv, &codec, c.records, lt, inst.load_batch, &|d| {
-                progress.load_progress(d)
-            })
-            .context_with(|| format!("loading {v}"))?;
-            progress.load_end();
-            if ls.inserted != c.records {
-                let n = format!(
-                    "{v}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
-                    ls.inserted, c.records, c.key_size
-                );
-                r.notes.push(n.clone());
-                warnings.push(n);
+        let peer = peers::is_peer(v);
+        let mut sink = |e: Event| match e {
+            Event::Info {
+                name,
+                label,
+                contract,
+            } => indexes.push(IndexInfo {
+                name,
+                label,
+                contract,
+            }),
+            Event::Note(n) => r.notes.push(n),
+            // A warning is also a note of the report (once).
+            Event::Warning(w) => {
+                r.notes.push(w.clone());
+                warnings.push(w);
             }
-            let n = c.records.max(1) as f64;
-            (
-                ls.secs,
-                c.records as f64 / ls.secs.max(1e-9) / 1e6,
-                ls.persist.fences as f64 / n,
-                ls.persist.flushed_lines as f64 / n,
-                ls.cpu_secs,
-            )
-        };
-        let key_space = if c.skip_load {
-            kv.count() as u64
-        } else {
-            c.records
-        };
-        let mem = inst.memory();
-        let per_rec = |b: Option<u64>| b.map(|x| x as f64 / key_space.max(1) as f64);
-        let next_fresh = AtomicU64::new(c.records.max(key_space) + (1 << 40));
-        for j in &jobs {
-            for &t in &c.threads {
-                let spec = RunSpec {
-                    mix: j.mix,
-                    dist: j.dist,
-                    ops: c.operations,
-                    threads: t,
-                    scan_size: c.scan_size,
-                    latency_sampling: c.latency_sampling,
-                    sampling_ms: c.sampling_ms,
-                    seed: c.seed,
-                    max_seconds: (c.max_seconds > 0.0).then_some(c.max_seconds),
-                };
-                progress.run_begin(v, t, &j.name);
-                let st = run_workload(kv, &codec, key_space, &next_fresh, &spec)
-                    .context_with(|| format!("{} on {v}", j.name))?;
-                wrong += st.wrong_values;
-                let ops = st.ops.max(1) as f64;
-                let mut b = BenchResult::new(&j.name, v, param.clone(), t as u32, st.mops())
-                    .with("ops", st.ops)
-                    .with("run_s", st.secs)
-                    .with("cpu_s", st.cpu_secs)
-                    .with("mops_cpu", st.mops_cpu(t))
-                    .with("fences_per_op", st.persist.fences as f64 / ops)
-                    .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
-                    .with("load_s", load_s)
-                    .with("load_threads", lt)
-                    .with("load_cpu_s", load_cpu)
-                    .with("load_mops", load_mops)
-                    .with("load_fences_per_insert", load_f)
-                    .with("load_lines_per_insert", load_l)
-                    .with("distribution", j.dist.name())
-                    .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
-                    .with("samples_mops", st.samples.clone());
-                if let Some(x) = mem.dram_bytes {
-                    b = b.with("dram_bytes", x);
+            Event::Running(_) => {}
+            Event::Result(b) => r.results.push(*b),
+            Event::Wrong { values, total } => {
+                wrong += values;
+                if !peer {
+                    wrong_ours += total;
                 }
-                if let Some(x) = mem.pm_bytes {
-                    b = b.with("pm_bytes", x);
-                }
-                if let Some(x) = per_rec(mem.dram_bytes) {
-                    b = b
-                        .with("dram_B_per_rec", x)
-                        .with("dram_source", mem.dram_source);
-                }
-                if let Some(x) = per_rec(mem.pm_bytes) {
-                    b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
-                }
-                if j.mix.scan > 0.0 {
-                    b = b.with("scanned", st.scanned);
-                }
-                if let Some(l) = st.latency {
-                    b.p50_ns = Some(l.p50);
-                    b.p99_ns = Some(l.p99);
-                    b = b
-                        .with("p90_ns", l.p90)
-                        .with("p999_ns", l.p999)
-                        .with("p9999_ns", l.p9999)
-                        .with("p99999_ns", l.p99999)
-                        .with("max_ns", l.max)
-                        .with("latency_samples", l.samples);
-                }
-                if st.stopped_early {
-                    b = b.with("stopped_early", true);
-                    r.notes.push(format!(
-                        "{} on {v} {t}t stopped after --max-seconds {}: {} of {} operations",
-                        j.name, c.max_seconds, st.ops, c.operations
-                    ));
-                }
-                if st.wrong_values > 0 {
-                    let n = format!(
-                        "ERROR: {} on {v}: {} lookups returned another key's value",
-                        j.name, st.wrong_values
-                    );
-                    r.notes.push(n.clone());
-                    warnings.push(n);
-                }
-                r.results.push(b);
             }
+        };
+        let part = |emit: &mut dyn FnMut(Event)| {
+            run_index(v, c, &cfg, &codec, &jobs, param.clone(), progress, emit)
+        };
+        if peer {
+            // A published index runs in a process of its own: if it crashes,
+            // what it measured is kept and the others still run.
+            isolate::in_child(v, part, &|step| step_budget(c, step), &mut sink)?;
+        } else {
+            part(&mut sink)?;
         }
-        drop(inst);
     }
     progress.finished();
     env::finish(&mut r);
@@ -464,8 +398,232 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
         jobs,
         config: c.clone(),
         wrong_values: wrong,
+        wrong_ours,
         warnings,
     })
+}
+
+/// How long a published index may take for one step before it is killed:
+/// loading at 10,000 records per second at least, a run at 3 x --max-seconds
+/// (or 10,000 operations per second), a minute for anything else, and a
+/// minute more for each.
+fn step_budget(c: &IndexBenchConfig, step: &str) -> std::time::Duration {
+    let secs = if step.starts_with("loading") {
+        c.records as f64 / 10_000.0
+    } else if step.contains(" thread(s)") {
+        if c.max_seconds > 0.0 {
+            c.max_seconds * 3.0
+        } else {
+            c.operations as f64 / 10_000.0
+        }
+    } else {
+        0.0
+    };
+    std::time::Duration::from_secs_f64(secs.max(0.0) + 60.0)
+}
+
+/// One index's part of [`run`]: open it, load it, run every job at every
+/// thread count, checking every answer against the keys it must hold, and
+/// report through `emit`.
+#[allow(clippy::too_many_arguments)]
+fn run_index(
+    v: &str,
+    c: &IndexBenchConfig,
+    cfg: &VariantConfig,
+    codec: &KeyCodec,
+    jobs: &[Job],
+    param: Option<serde_json::Value>,
+    progress: &dyn Progress,
+    emit: &mut dyn FnMut(Event),
+) -> Result<()> {
+    // One load per index (with the first thread count), then every run at
+    // every thread count: PiBench reloads per run; we keep the default short.
+    let lt = c.threads[0];
+    emit(Event::Running("opening it".into()));
+    let inst = match open_variant(v, cfg) {
+        Ok(i) => i,
+        Err(e @ BenchError::Unavailable { .. }) if peers::is_peer(v) => {
+            emit(Event::Warning(format!(
+                "{v}: not run: {}",
+                isolate::chain(&e)
+            )));
+            return Ok(());
+        }
+        Err(e) => return Err(e).context_with(|| format!("opening index {v}")),
+    };
+    let name = inst.name.clone();
+    emit(Event::Note(format!("{name}: {}", inst.durability)));
+    for n in &inst.notes {
+        emit(Event::Warning(n.clone()));
+    }
+    emit(Event::Info {
+        name: name.clone(),
+        label: inst.label.clone(),
+        contract: inst.contract.clone(),
+    });
+    let kv = inst.kv.as_ref();
+    let (load_s, load_mops, load_f, load_l, load_cpu) = if c.skip_load {
+        (0.0, 0.0, 0.0, 0.0, 0.0)
+    } else {
+        emit(Event::Running(format!("loading {} records", c.records)));
+        let flushed0 = inst.flushed_lines.as_ref().and_then(|f| f());
+        progress.load_begin(&name, lt, c.records);
+        let ls = load(kv, codec, c.records, lt, inst.load_batch, &|d| {
+            progress.load_progress(d)
+        })
+        .context_with(|| format!("loading {name}"))?;
+        progress.load_end();
+        if ls.inserted != c.records {
+            let n = format!(
+                "{name}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
+                ls.inserted, c.records, c.key_size
+            );
+            emit(Event::Warning(n));
+        }
+        let n = c.records.max(1) as f64;
+        let counted = inst.flushed_lines.as_ref().and_then(|f| f());
+        (
+            ls.secs,
+            c.records as f64 / ls.secs.max(1e-9) / 1e6,
+            ls.persist.fences as f64 / n,
+            match (flushed0, counted) {
+                (Some(a), Some(b)) => b.saturating_sub(a) as f64 / n,
+                _ => ls.persist.flushed_lines as f64 / n,
+            },
+            ls.cpu_secs,
+        )
+    };
+    let key_space = if c.skip_load {
+        kv.count() as u64
+    } else {
+        c.records
+    };
+    let mem = inst.memory();
+    let per_rec = |b: Option<u64>| b.map(|x| x as f64 / key_space.max(1) as f64);
+    let next_fresh = AtomicU64::new(c.records.max(key_space) + (1 << 40));
+    // What the index must hold: checked after every answer (not with
+    // --skip_load, where the harness did not load it).
+    let mut expected = (!c.skip_load && codec.decodable()).then(|| KeySet::loaded(c.records));
+    let (mut wrong_values, mut wrong_total) = (0u64, 0u64);
+    for j in jobs {
+        for &t in &c.threads {
+            let spec = RunSpec {
+                mix: j.mix,
+                dist: j.dist,
+                ops: c.operations,
+                threads: t,
+                scan_size: c.scan_size,
+                latency_sampling: c.latency_sampling,
+                sampling_ms: c.sampling_ms,
+                seed: c.seed,
+                max_seconds: (c.max_seconds > 0.0).then_some(c.max_seconds),
+            };
+            progress.run_begin(&name, t, &j.name);
+            emit(Event::Running(format!("{} at {t} thread(s)", j.name)));
+            let flushed0 = inst.flushed_lines.as_ref().and_then(|f| f());
+            let st = run_workload(kv, codec, key_space, &next_fresh, &spec, expected.as_mut())
+                .context_with(|| format!("{} on {name}", j.name))?;
+            wrong_values += st.wrong_values;
+            wrong_total += st.wrong_answers();
+            let flushed = flushed0
+                .zip(inst.flushed_lines.as_ref().and_then(|f| f()))
+                .map(|(a, b)| b.saturating_sub(a));
+            let ops = st.ops.max(1) as f64;
+            let mut b = BenchResult::new(&j.name, &name, param.clone(), t as u32, st.mops())
+                .with("ops", st.ops)
+                .with("run_s", st.secs)
+                .with("cpu_s", st.cpu_secs)
+                .with("mops_cpu", st.mops_cpu(t))
+                .with("load_s", load_s)
+                .with("load_threads", lt)
+                .with("load_cpu_s", load_cpu)
+                .with("load_mops", load_mops)
+                .with("distribution", j.dist.name())
+                .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
+                .with("wrong", st.wrong_answers())
+                .with("checked", expected.is_some())
+                .with("samples_mops", st.samples.clone());
+            if st.wrong_answers() > 0 {
+                b = b
+                    .with("wrong_values", st.wrong_values)
+                    .with("lost_keys", st.wrong.lost)
+                    .with("phantom_keys", st.wrong.phantom)
+                    .with("failed_inserts", st.wrong.failed_inserts)
+                    .with("wrong_scans", st.wrong.scans);
+            }
+            // Ferrite's persist barriers and lines are counted by its PM
+            // layer; a published index's flushes are not seen (not 0).
+            if !peers::is_peer(v) {
+                b = b
+                    .with("fences_per_op", st.persist.fences as f64 / ops)
+                    .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
+                    .with("load_fences_per_insert", load_f)
+                    .with("load_lines_per_insert", load_l)
+                    .with("flush_source", "ferrite-pm counters");
+            } else if let Some(lines) = flushed {
+                // A counting build: its own flush instructions plus PMDK's.
+                b = b
+                    .with("lines_per_op", lines as f64 / ops)
+                    .with("load_lines_per_insert", load_l)
+                    .with("flush_source", "counting build + libpmem interposition");
+            }
+            if let Some(x) = mem.dram_bytes {
+                b = b.with("dram_bytes", x);
+            }
+            if let Some(x) = mem.pm_bytes {
+                b = b.with("pm_bytes", x);
+            }
+            if let Some(x) = per_rec(mem.dram_bytes) {
+                b = b
+                    .with("dram_B_per_rec", x)
+                    .with("dram_source", mem.dram_source);
+            }
+            if let Some(x) = per_rec(mem.pm_bytes) {
+                b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
+            }
+            if j.mix.scan > 0.0 {
+                b = b.with("scanned", st.scanned);
+            }
+            if let Some(l) = st.latency {
+                b.p50_ns = Some(l.p50);
+                b.p99_ns = Some(l.p99);
+                b = b
+                    .with("p90_ns", l.p90)
+                    .with("p999_ns", l.p999)
+                    .with("p9999_ns", l.p9999)
+                    .with("p99999_ns", l.p99999)
+                    .with("max_ns", l.max)
+                    .with("latency_samples", l.samples);
+            }
+            if st.stopped_early {
+                b = b.with("stopped_early", true);
+                emit(Event::Note(format!(
+                    "{} on {name} {t}t stopped after --max-seconds {}: {} of {} operations",
+                    j.name, c.max_seconds, st.ops, c.operations
+                )));
+            }
+            if st.wrong_answers() > 0 {
+                let w = st.wrong;
+                let n = format!(
+                    "WRONG ANSWERS: {} on {name} at {t} thread(s): {} lookups returned another key's value, {} loaded keys not found, {} keys found that were never inserted or were removed, {} inserts of new keys refused, {} scans returned other records than the index holds",
+                    j.name, st.wrong_values, w.lost, w.phantom, w.failed_inserts, w.scans
+                );
+                let n = match &st.wrong_example {
+                    Some(x) => format!("{n}; the first: {x}"),
+                    None => n,
+                };
+                emit(Event::Warning(n));
+            }
+            emit(Event::Result(Box::new(b)));
+        }
+    }
+    emit(Event::Wrong {
+        values: wrong_values,
+        total: wrong_total,
+    });
+    emit(Event::Running("closing it".into()));
+    drop(inst);
+    Ok(())
 }
 
 /// Where [`write_outputs`] put the files.
@@ -1131,6 +1289,12 @@ mod tests {
         assert_eq!(j[1].dist, Distribution::SelfSimilar(0.2));
         let c = cfg(|c| c.benches = vec!["nope".into()]);
         assert!(c.jobs(Distribution::Uniform).is_err());
+        let c = cfg(|c| c.benches = vec!["r90i10".into(), "r10i90".into()]);
+        let j = c.jobs(Distribution::Uniform).unwrap();
+        assert_eq!((j[0].mix.read, j[0].mix.insert), (0.9, 0.1));
+        assert_eq!((j[1].mix.read, j[1].mix.insert), (0.1, 0.9));
+        let c = cfg(|c| c.benches = vec!["r90i20".into()]);
+        assert!(c.jobs(Distribution::Uniform).is_err());
     }
 
     #[test]
@@ -1202,6 +1366,67 @@ mod tests {
     }
 
     #[test]
+    fn published_wrappers_run_beside_ours_and_their_wrong_answers_are_counted() {
+        use ferrite_pibench_host::probes;
+        let out = std::env::temp_dir().join(format!("ferrite-bench-peers-{}", std::process::id()));
+        let c = cfg(|c| {
+            c.records = 3000;
+            c.operations = 3000;
+            c.threads = vec![1, 2];
+            c.benches = vec!["lookup".into(), "scan".into(), "insert".into()];
+            c.compare = Some(vec![
+                "btreemap".into(),
+                format!("pibench:{}", probes::EP2),
+                format!("pibench:{}", probes::OPTIQL),
+                format!("pibench:{}?name=wrong", probes::EP2_WRONG),
+                "pibench:/nonexistent/libnothing.so".into(),
+            ]);
+            c.pool_dir = std::env::temp_dir();
+        });
+        let mut run = run(&c, &Quiet).unwrap();
+        assert_eq!(run.wrong_ours, 0);
+        let cell = |v: &str, b: &str, t: u32| {
+            run.report
+                .results
+                .iter()
+                .find(|x| x.variant == v && x.bench == b && x.threads == t)
+                .unwrap_or_else(|| panic!("no {b} {t}t for {v}"))
+                .clone()
+        };
+        for v in ["btreemap", "probe_ep2", "probe_optiql"] {
+            for b in ["lookup", "scan", "insert"] {
+                for t in [1, 2] {
+                    let x = cell(v, b, t);
+                    assert_eq!(x.extra["wrong"], 0, "{v} {b} {t}t: {x:?}");
+                    assert_eq!(x.extra["checked"], true);
+                }
+            }
+            assert_eq!(cell(v, "lookup", 1).extra["hit_rate"], 1.0, "{v}");
+        }
+        // The wrong wrapper: a seventh of lookups miss, every scan is reversed.
+        let l = cell("wrong", "lookup", 1);
+        let lost = l.extra["lost_keys"].as_u64().unwrap();
+        assert!((300..=500).contains(&lost), "{lost} of 3000 lookups lost");
+        let s = cell("wrong", "scan", 2);
+        assert_eq!(
+            s.extra["wrong_scans"].as_u64().unwrap(),
+            s.extra["ops"].as_u64().unwrap()
+        );
+        assert!(run
+            .warnings
+            .iter()
+            .any(|w| w.contains("WRONG ANSWERS") && w.contains("wrong")));
+        // A library that is not there is a note; the others still ran.
+        assert!(run
+            .warnings
+            .iter()
+            .any(|w| w.contains("libnothing.so") && w.contains("not run")));
+        let paths = write_outputs(&mut run, &out, "peers").unwrap();
+        assert!(paths.chart.exists());
+        let _ = std::fs::remove_dir_all(&out);
+    }
+
+    #[test]
     fn the_default_text_fits_and_says_what_was_run() {
         // A report with the default shape, without running anything.
         let c = IndexBenchConfig::default();
@@ -1247,6 +1472,7 @@ mod tests {
             jobs,
             config: c,
             wrong_values: 0,
+            wrong_ours: 0,
             warnings: vec![],
         };
         let t = text(&run, None);

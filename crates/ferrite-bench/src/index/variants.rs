@@ -7,12 +7,20 @@ use std::sync::Arc;
 use ferrite_index::OrderedKv;
 use ferrite_pm::{Pool, PoolOptions};
 
-use crate::index::baselines::{BTreeMapKv, RedbKv, U64MapKv, BTREEMAP_LABEL, U64_MAP_LABEL};
+use crate::index::baselines::{
+    BTreeMapKv, RedbKv, SkipListKv, U64MapKv, BTREEMAP_LABEL, SKIPLIST_LABEL, U64_MAP_LABEL,
+};
 use crate::{BenchError, Result};
 
 /// The baselines this harness brings (Ferrite's own structures come from
 /// `ferrite_registry`).
-pub const BASELINES: &[&str] = &["btreemap", "btreemap-u64", "redb", "redb-nosync"];
+pub const BASELINES: &[&str] = &[
+    "btreemap",
+    "btreemap-u64",
+    "skiplist",
+    "redb",
+    "redb-nosync",
+];
 
 /// Every variant name `--index` / `--compare` accept: the registry's
 /// key-value variants, then the baselines.
@@ -87,6 +95,8 @@ pub struct VariantConfig {
     pub reopen: bool,
     /// Records per write transaction while loading redb (1 = a commit per record).
     pub redb_load_batch: usize,
+    /// The most worker threads any phase will use (PiBench's `num_threads`).
+    pub threads: usize,
 }
 
 impl VariantConfig {
@@ -113,7 +123,11 @@ pub struct MemoryReport {
     pub pm_source: &'static str,
 }
 
-type MemFn = Box<dyn Fn() -> MemoryReport + Send + Sync>;
+/// Measures an instance's memory (see [`Instance::new`]).
+pub type MemFn = Box<dyn Fn() -> MemoryReport + Send + Sync>;
+
+/// Counts an instance's flushed cache lines (see [`Instance::flushed_lines`]).
+pub type FlushFn = Box<dyn Fn() -> Option<u64> + Send + Sync>;
 
 /// One opened index plus what it needs to stay alive and be cleaned up.
 pub struct Instance {
@@ -130,12 +144,42 @@ pub struct Instance {
     memory: MemFn,
     /// What opening found (e.g. the rebuild after a reopen).
     pub notes: Vec<String>,
+    /// Cache lines flushed so far, for an index whose flushes the PM layer's
+    /// counters do not see (a published peer in a counting build); None
+    /// where they cannot be counted.
+    pub flushed_lines: Option<FlushFn>,
     files: Vec<PathBuf>,
     /// Holds the pool (if any) until after the index is dropped.
     _keep: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Instance {
+    /// An instance of `kv`; `files` (files or directories) are removed when
+    /// it is dropped.
+    pub fn new(
+        kv: Arc<dyn OrderedKv>,
+        name: &str,
+        durability: String,
+        label: String,
+        contract: String,
+        memory: MemFn,
+        files: Vec<PathBuf>,
+    ) -> Instance {
+        Instance {
+            kv,
+            name: name.into(),
+            durability,
+            label,
+            contract,
+            load_batch: 1,
+            memory,
+            notes: Vec::new(),
+            flushed_lines: None,
+            files,
+            _keep: None,
+        }
+    }
+
     pub fn memory(&self) -> MemoryReport {
         (self.memory)()
     }
@@ -149,7 +193,11 @@ impl Instance {
 impl Drop for Instance {
     fn drop(&mut self) {
         for f in &self.files {
-            let _ = std::fs::remove_file(f);
+            if f.is_dir() {
+                let _ = std::fs::remove_dir_all(f);
+            } else {
+                let _ = std::fs::remove_file(f);
+            }
         }
     }
 }
@@ -216,9 +264,27 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_source: "-",
                 }),
                 notes: Vec::new(),
+                flushed_lines: None,
                 files: Vec::new(),
                 _keep: None,
             })
+        }
+        "skiplist" => {
+            let growth = heap_growth_since();
+            Ok(Instance::new(
+                Arc::new(SkipListKv::new()),
+                name,
+                "volatile (DRAM, gone with the process)".into(),
+                SKIPLIST_LABEL.into(),
+                VOLATILE.into(),
+                Box::new(move || MemoryReport {
+                    dram_bytes: growth(),
+                    pm_bytes: None,
+                    dram_source: "malloc",
+                    pm_source: "-",
+                }),
+                Vec::new(),
+            ))
         }
         "redb" | "redb-nosync" => {
             let mode = if name == "redb" {
@@ -261,10 +327,12 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_source: "file",
                 }),
                 notes: Vec::new(),
+                flushed_lines: None,
                 files: vec![path],
                 _keep: None,
             })
         }
+        peer if crate::index::peers::is_peer(peer) => crate::index::peers::open_peer(peer, cfg),
         other => open_registered(other, cfg),
     }
 }
@@ -303,6 +371,7 @@ fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             load_batch: 1,
             memory: structure_memory(mem),
             notes: o.notes,
+            flushed_lines: None,
             files: Vec::new(),
             _keep: None,
         });
@@ -352,6 +421,7 @@ fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
         load_batch: 1,
         memory: structure_memory(mem),
         notes,
+        flushed_lines: None,
         files: if temporary { vec![path] } else { Vec::new() },
         _keep: Some(Box::new(pool)),
     })
@@ -371,6 +441,7 @@ mod tests {
             value_size: 8,
             reopen: false,
             redb_load_batch: 100,
+            threads: 1,
         }
     }
 

@@ -160,6 +160,27 @@ pub fn scramble(id: u64) -> u64 {
     x ^ (x >> 32)
 }
 
+/// The multiplicative inverse of `scramble`'s odd constant modulo 2^64
+/// (Newton's iteration: each step doubles the correct low bits).
+const SCRAMBLE_INV: u64 = {
+    let c: u64 = 0xD6E8_FEB8_6659_FD93;
+    let mut x = c; // correct to 3 bits for an odd c
+    let mut i = 0;
+    while i < 6 {
+        x = x.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(x)));
+        i += 1;
+    }
+    x
+};
+
+/// The inverse of [`scramble`]: the id whose key hash is `h`.
+#[inline]
+pub fn unscramble(h: u64) -> u64 {
+    // x ^ (x >> 32) is its own inverse (the shift is at least half the width).
+    let x = h ^ (h >> 32);
+    x.wrapping_mul(SCRAMBLE_INV)
+}
+
 /// Turns ids into keys and values of the configured sizes.
 ///
 /// Keys: the prefix (`-f`), then for `-k 8` the scrambled id as 8 big-endian
@@ -228,18 +249,78 @@ impl KeyCodec {
         }
     }
 
-    /// Writes a value for `id` (its first bytes are the id, little-endian, and a
-    /// version tag, so a reader can check it got the value of its key).
+    /// Writes a value for `id`: its first 8 bytes (little-endian) are id + 1
+    /// in the low 56 bits and a version tag in the top 8, so a reader can
+    /// check it got the value of its key. Never zero: two published wrappers
+    /// (FPTree, PACTree) take a zero value for "not found".
     #[inline]
     pub fn value(&self, id: u64, version: u8, out: &mut Vec<u8>) {
         out.clear();
-        let tag = id ^ ((version as u64) << 56);
+        let tag = (id.wrapping_add(1) & VALUE_ID_MASK) ^ ((version as u64) << 56);
         let b = tag.to_le_bytes();
         let n = self.value_size.min(8);
         out.extend_from_slice(&b[..n]);
         out.resize(self.value_size, version);
     }
 }
+
+impl KeyCodec {
+    /// Whether the harness can decode its keys back to ids (keys of at least
+    /// 8 bytes; shorter ones are truncated and may collide).
+    pub fn decodable(&self) -> bool {
+        self.key_size >= 8
+    }
+
+    /// The key hash ([`scramble`] of the id) of a key this codec made; None
+    /// for anything else (wrong length or prefix, bad digits, wrong filler).
+    pub fn decode(&self, key: &[u8]) -> Option<u64> {
+        if key.len() != self.key_len() || !key.starts_with(&self.prefix) || self.key_size < 8 {
+            return None;
+        }
+        let body = &key[self.prefix.len()..];
+        let h = if self.key_size < 16 {
+            u64::from_be_bytes(body[..8].try_into().ok()?)
+        } else {
+            let mut h = 0u64;
+            for &c in &body[..16] {
+                let d = match c {
+                    b'0'..=b'9' => c - b'0',
+                    b'a'..=b'f' => c - b'a' + 10,
+                    _ => return None,
+                };
+                h = (h << 4) | d as u64;
+            }
+            h
+        };
+        if self.key_size != 8 {
+            // The filler must be the id's.
+            let mut again = Vec::with_capacity(key.len());
+            self.key(unscramble(h), &mut again);
+            if again != key {
+                return None;
+            }
+        }
+        Some(h)
+    }
+
+    /// Whether `value` is a value [`KeyCodec::value`] wrote for `id` (any
+    /// version). Values shorter than 8 bytes cannot tell and always match.
+    #[inline]
+    pub fn value_matches(&self, id: u64, value: &[u8]) -> bool {
+        if self.value_size < 8 {
+            return true;
+        }
+        if value.len() < 8 {
+            return false;
+        }
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&value[..8]);
+        u64::from_le_bytes(b) & VALUE_ID_MASK == id.wrapping_add(1) & VALUE_ID_MASK
+    }
+}
+
+/// The id bits of a value's tag.
+const VALUE_ID_MASK: u64 = (1 << 56) - 1;
 
 fn filler(id: u64, n: usize, out: &mut Vec<u8>) {
     let mut r = Rng(id ^ 0x5DEE_CE66_D1CE_4E5B);
@@ -395,6 +476,40 @@ mod tests {
         }
         c.key(0, &mut a);
         assert_eq!(a, vec![0u8; 8]);
+    }
+
+    #[test]
+    fn keys_decode_back_to_their_hash_and_values_to_their_id() {
+        for id in [0u64, 1, 77, 1 << 40, u64::MAX / 3] {
+            assert_eq!(unscramble(scramble(id)), id);
+        }
+        for k in [8usize, 12, 16, 40] {
+            let c = KeyCodec::new(k, 8, "p").unwrap();
+            let mut key = Vec::new();
+            let mut v = Vec::new();
+            for id in [0u64, 5, 123_456_789] {
+                c.key(id, &mut key);
+                assert_eq!(c.decode(&key), Some(scramble(id)), "k={k}");
+                c.value(id, 0, &mut v);
+                assert!(c.value_matches(id, &v));
+                assert_ne!(v, vec![0u8; 8], "values are never zero");
+                c.value(id, 200, &mut v);
+                assert!(c.value_matches(id, &v));
+                assert!(!c.value_matches(id + 1, &v));
+                // A key with another filler or a bad digit is not ours.
+                let mut bad = key.clone();
+                let last = bad.len() - 1;
+                bad[last] ^= 1;
+                match k {
+                    8 => assert_eq!(c.decode(&bad), Some(scramble(id) ^ 1)),
+                    // 16 hex digits and nothing else: another id's key.
+                    16 => assert_ne!(c.decode(&bad), Some(scramble(id))),
+                    _ => assert_eq!(c.decode(&bad), None, "k={k}"),
+                }
+            }
+            assert_eq!(c.decode(b"short"), None);
+        }
+        assert!(!KeyCodec::new(4, 8, "").unwrap().decodable());
     }
 
     #[test]

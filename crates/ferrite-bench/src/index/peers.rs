@@ -1,0 +1,351 @@
+//! Published PM indexes as benchmark variants: `pibench:PATH` loads a PiBench
+//! wrapper library through [`ferrite_pibench_host`] and runs it in this
+//! harness beside Ferrite's indexes.
+//!
+//! A spec is `pibench:PATH`, `pibench-ep2:PATH` or `pibench-optiql:PATH`
+//! (the layout named rather than read from the vtable), optionally followed by
+//! `?OPT&OPT…`:
+//!
+//! * `pool=dir`: `create_tree` gets a directory to create its pools in
+//!   (PACTree) instead of a pool file path;
+//! * `keys=u64|bytes`: how 8-byte keys are handed over (default: native
+//!   integers for the ep2 layout, as PiBench master passes them; bytes for
+//!   optiql);
+//! * `env=NAME=VALUE`: set before the library is loaded (repeatable);
+//! * `name=NAME`: the name in tables and charts (default: from the file name);
+//! * `pool_size=SIZE`: the pool size passed to `create_tree` (default: the
+//!   harness's estimate for the records, at least 1 GiB). PMDK allocates the
+//!   whole pool when it creates it, on tmpfs in DRAM.
+//!
+//! Every peer gets a fresh directory `<pool dir>/ferrite-peer-NAME-PID/` for its
+//! pool, removed afterwards. PMDK on tmpfs would flush with msync; the harness
+//! sets `PMEM_IS_PMEM_FORCE=1` (unless already set) so it flushes with cache
+//! line write-backs as on real PM. Peers run in a child process of their own
+//! (see `suite`), so a crash of one is reported and the others still run.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ferrite_pibench_host::{
+    parse_spec, pmdk_flushes, short_name, KeyOrder, Layout, PiBenchTree, TreeOptions,
+};
+
+use crate::index::variants::{Instance, MemoryReport, VariantConfig};
+use crate::{BenchError, Result};
+
+/// A parsed `pibench:` spec.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PeerSpec {
+    pub lib: PathBuf,
+    pub layout: Option<Layout>,
+    pub pool_is_dir: bool,
+    pub keys: Option<KeyOrder>,
+    pub env: Vec<(String, String)>,
+    pub name: String,
+    /// `pool_size=` (bytes): overrides the size the harness computes.
+    pub pool_size: Option<u64>,
+}
+
+/// `4G`, `512M`, `65536`: bytes.
+fn parse_bytes(s: &str) -> Option<u64> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1u64 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// True for a `pibench:`, `pibench-ep2:` or `pibench-optiql:` variant.
+pub fn is_peer(v: &str) -> bool {
+    v.starts_with("pibench:") || v.starts_with("pibench-ep2:") || v.starts_with("pibench-optiql:")
+}
+
+impl PeerSpec {
+    pub fn parse(spec: &str) -> Result<PeerSpec> {
+        let (head, opts) = match spec.split_once('?') {
+            Some((h, o)) => (h, o),
+            None => (spec, ""),
+        };
+        let (layout, lib) = parse_spec(head).ok_or_else(|| {
+            BenchError::Options(format!(
+                "{spec:?}: a peer is pibench:PATH, pibench-ep2:PATH or pibench-optiql:PATH"
+            ))
+        })?;
+        let mut p = PeerSpec {
+            name: short_name(&lib),
+            lib,
+            layout,
+            pool_is_dir: false,
+            keys: None,
+            env: Vec::new(),
+            pool_size: None,
+        };
+        for o in opts.split('&').filter(|o| !o.is_empty()) {
+            let (k, v) = o.split_once('=').unwrap_or((o, ""));
+            match (k, v) {
+                ("pool", "dir") => p.pool_is_dir = true,
+                ("pool", "file") => p.pool_is_dir = false,
+                ("keys", "u64") => p.keys = Some(KeyOrder::NativeU64),
+                ("keys", "bytes") => p.keys = Some(KeyOrder::Bytes),
+                ("name", n) if !n.is_empty() => p.name = n.to_string(),
+                ("pool_size", n) => {
+                    p.pool_size = Some(parse_bytes(n).ok_or_else(|| {
+                        BenchError::Options(format!("{spec:?}: pool_size={n:?} is not a size (4G, 512M, …)"))
+                    })?)
+                }
+                ("env", kv) => match kv.split_once('=') {
+                    Some((n, val)) if !n.is_empty() => p.env.push((n.into(), val.into())),
+                    _ => return Err(BenchError::Options(format!("{spec:?}: env=NAME=VALUE"))),
+                },
+                _ => {
+                    return Err(BenchError::Options(format!(
+                        "{spec:?}: unknown option {o:?} (pool=dir|file, pool_size=SIZE, keys=u64|bytes, env=NAME=VALUE, name=NAME)"
+                    )))
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// Anonymous resident memory of this process (`RssAnon`), in bytes: DRAM the
+/// peer allocated whatever its allocator (the peers link jemalloc, whose
+/// memory glibc's statistics do not see). Pool mappings are shared file pages
+/// and do not count.
+pub fn rss_anon_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Resident bytes of this process's mappings of files under `dir`
+/// (`/proc/self/smaps`): the pool pages the index has touched. PMDK and
+/// `pmem_map_file` allocate a whole pool file when they create it, so the
+/// file's allocated blocks say nothing about what the index uses; the pages
+/// it faulted in do. None when smaps cannot be read.
+pub fn mapped_rss_bytes(dir: &Path) -> Option<u64> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let prefix = dir.to_string_lossy().into_owned();
+    let mut total = 0u64;
+    let mut inside = false;
+    for line in smaps.lines() {
+        let mut f = line.split_whitespace();
+        let first = f.next().unwrap_or("");
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            // A mapping's header: address perms offset dev inode [path].
+            inside = line
+                .split_whitespace()
+                .nth(5)
+                .is_some_and(|p| p.starts_with(&prefix));
+        } else if inside && first == "Rss:" {
+            total += f.next().and_then(|kb| kb.parse::<u64>().ok()).unwrap_or(0) * 1024;
+        }
+    }
+    Some(total)
+}
+
+/// Bytes allocated to the files under `dir` (tmpfs pages), recursively.
+pub fn allocated_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let mut total = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        let Ok(m) = e.metadata() else { continue };
+        if m.is_dir() {
+            total += allocated_bytes(&e.path());
+        } else {
+            total += m.blocks() * 512;
+        }
+    }
+    total
+}
+
+/// Opens the peer of `spec` with a fresh pool directory in `cfg.pool_dir`.
+pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
+    let p = PeerSpec::parse(spec)?;
+    if !p.lib.is_file() {
+        return Err(BenchError::Unavailable {
+            name: p.name.clone(),
+            why: format!(
+                "{} not found (build the peers with scripts/peers/build.sh)",
+                p.lib.display()
+            ),
+        });
+    }
+    if std::env::var_os("PMEM_IS_PMEM_FORCE").is_none() {
+        std::env::set_var("PMEM_IS_PMEM_FORCE", "1");
+    }
+    for (n, v) in &p.env {
+        std::env::set_var(n, v);
+    }
+    let dir = cfg
+        .pool_dir
+        .join(format!("ferrite-peer-{}-{}", p.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|source| BenchError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let pool_path = if p.pool_is_dir {
+        dir.clone()
+    } else {
+        dir.join("pool")
+    };
+    let rss0 = rss_anon_bytes();
+    let opts = TreeOptions {
+        key_size: cfg.key_len,
+        value_size: cfg.value_size,
+        pool_path: pool_path.clone(),
+        // PACTree allocates a 512 MiB operation log in its own pool of this
+        // size: fewer than 1 GiB fails ("!!! alloc error", then a segfault).
+        pool_size: p.pool_size.unwrap_or_else(|| cfg.pool_bytes().max(1 << 30)),
+        num_threads: cfg.threads.max(1),
+    };
+    let mut tree = match PiBenchTree::open(&p.lib, p.layout, &opts, &p.name) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(BenchError::Unavailable {
+                name: p.name.clone(),
+                why: e.to_string(),
+            });
+        }
+    };
+    if let Some(k) = p.keys {
+        tree.set_key_order(k);
+    }
+    let layout = tree.layout();
+    let slots = tree
+        .vtable_slots()
+        .map_or("named".to_string(), |s| format!("{s} slots"));
+    let keys = match tree.key_order() {
+        KeyOrder::NativeU64 => "8-byte keys as native integers",
+        KeyOrder::Bytes => "keys as bytes",
+    };
+    let label = format!(
+        "PiBench wrapper {} ({} layout, vtable {}; {keys})",
+        p.lib.display(),
+        layout.name(),
+        slots
+    );
+    let d2 = dir.clone();
+    let tree = Arc::new(tree);
+    let counted = tree.clone();
+    let mut inst = Instance::new(
+        tree,
+        &p.name,
+        format!(
+            "pool in {} (PMDK: PMEM_IS_PMEM_FORCE={}): survives a process crash if the index is correct, not power loss (tmpfs is DRAM)",
+            pool_path.display(),
+            std::env::var("PMEM_IS_PMEM_FORCE").unwrap_or_default()
+        ),
+        label,
+        "the published index's own guarantees; pool on tmpfs".into(),
+        Box::new(move || MemoryReport {
+            dram_bytes: rss_anon_bytes().zip(rss0).map(|(a, b)| a.saturating_sub(b)),
+            pm_bytes: Some(mapped_rss_bytes(&d2).unwrap_or_else(|| allocated_bytes(&d2))),
+            dram_source: "RssAnon",
+            pm_source: "pool pages touched",
+        }),
+        vec![dir],
+    );
+    // A counting build (scripts/peers: lib*_count.so) counts the flush
+    // instructions of its own code; PMDK's flushes for it are counted by the
+    // ferrite binary's libpmem interposers. Both, or nothing.
+    if counted.own_flushes().is_some() {
+        inst.flushed_lines = Some(Box::new(move || {
+            let own = counted.own_flushes()?;
+            Some(own + pmdk_flushes().map_or(0, |(lines, _)| lines))
+        }));
+    }
+    Ok(inst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_with_options() {
+        let p = PeerSpec::parse("pibench:/w/libpactree_pmem.so?pool=dir&env=A=1&name=pac").unwrap();
+        assert_eq!(p.lib, PathBuf::from("/w/libpactree_pmem.so"));
+        assert!(p.pool_is_dir);
+        assert_eq!(p.env, vec![("A".to_string(), "1".to_string())]);
+        assert_eq!(p.name, "pac");
+        assert_eq!(p.pool_size, None);
+        let p = PeerSpec::parse("pibench:/w/libroart_dcmm.so?pool_size=6G").unwrap();
+        assert_eq!(p.pool_size, Some(6 << 30));
+        assert!(PeerSpec::parse("pibench:/w/x.so?pool_size=lots").is_err());
+        assert_eq!(p.layout, None);
+        let p = PeerSpec::parse("pibench-ep2:/w/libfptree_pmem.so?keys=bytes").unwrap();
+        assert_eq!(p.layout, Some(Layout::Ep2));
+        assert_eq!(p.keys, Some(KeyOrder::Bytes));
+        assert_eq!(p.name, "fptree_pmem");
+        assert!(PeerSpec::parse("pibench:/w/x.so?frobnicate").is_err());
+        assert!(PeerSpec::parse("pibench:").is_err());
+        assert!(is_peer("pibench-optiql:/x.so") && !is_peer("ferrite"));
+    }
+
+    #[test]
+    fn touched_pool_pages_are_counted() {
+        let dir = std::env::temp_dir().join(format!("ferrite-peers-rss-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(dir.join("pool"))
+            .unwrap();
+        f.set_len(64 << 20).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of a 64 MiB file, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                64 << 20,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let before = mapped_rss_bytes(&dir).unwrap();
+        // Touch 1 MiB of it.
+        // SAFETY: within the mapping.
+        unsafe { std::ptr::write_bytes(p as *mut u8, 1, 1 << 20) };
+        let after = mapped_rss_bytes(&dir).unwrap();
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 64 << 20) };
+        assert!(
+            after - before >= 1 << 20 && after < 8 << 20,
+            "{before} -> {after}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_missing_library_is_unavailable_not_a_crash() {
+        let cfg = VariantConfig {
+            pool_dir: std::env::temp_dir(),
+            pool_path: None,
+            pool_size: 0,
+            max_records: 10,
+            key_len: 8,
+            value_size: 8,
+            reopen: false,
+            redb_load_batch: 1,
+            threads: 1,
+        };
+        assert!(matches!(
+            open_peer("pibench:/nonexistent/libx.so", &cfg),
+            Err(BenchError::Unavailable { .. })
+        ));
+    }
+}

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Summarises a vldb22.sh results directory as markdown (stdout).
+
+For every figure's `ferrite bench` report (<fig>.json): one row per run and
+thread count, Mops/s of every index, the best peer that answered every
+operation correctly, Ferrite's ratio to it, and Ferrite's ratio to the floor
+measured on this machine (floor-memory.json / floor-persist.json). Cells of an
+index that gave wrong answers are marked with the count (e.g. `0.52 ✗100000`)
+and are never the "best peer". Then Table 3 (memory after the load), the tail
+latencies (Fig. 6) and every wrong answer's first example.
+
+Usage: summary.py RESULTS_DIR
+"""
+import json
+import os
+import sys
+
+OURS = ("ferrite", "ferrite-dram")
+BASELINES = ("btreemap", "btreemap-u64", "skiplist", "redb", "redb-nosync")
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 0.1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def floor(d):
+    """Ops/s bounds per operation kind from the floor reports, in Mops."""
+    mem = load(os.path.join(d, "floor-memory.json"))
+    per = load(os.path.join(d, "floor-persist.json"))
+    if not mem or not per:
+        return None, []
+    read = next((r["mops"] for r in mem["results"] if r["bench"] == "dependent-read"
+                 and r["variant"].startswith("pool") and r.get("param") == "uniform"), None)
+    dram = next((r["mops"] for r in mem["results"] if r["bench"] == "dependent-read"
+                 and r["variant"].startswith("dram-4k") and r.get("param") == "uniform"), None)
+    persist = next((r["mops"] for r in per["results"] if r["bench"] == "random"
+                    and r["variant"] == "clwb"), None)
+    if not read or not persist:
+        return None, []
+    write = 1.0 / (1.0 / read + 1.0 / persist)
+    f = {"lookup": read, "update": write, "insert": write}
+    notes = [
+        f"floor: one dependent random read of the pool {1e3 / read:.0f} ns "
+        f"({fmt(read)} Mops/s; DRAM {1e3 / dram:.0f} ns), one persist barrier of a random line "
+        f"(clwb + sfence) {1e3 / persist:.0f} ns: a lookup cannot beat one read ({fmt(read)} Mops/s), "
+        f"an insert or update one read then one barrier ({fmt(write)} Mops/s); "
+        f"`ferrite bench memory` and `ferrite bench persist`, same machine, same session."
+    ]
+    return f, notes
+
+
+def figure(d, stem, fl):
+    r = load(os.path.join(d, stem + ".json"))
+    if not r:
+        return [f"*{stem}: no results*", ""]
+    res = r["results"]
+    names = []
+    for x in res:
+        if x["variant"] not in names:
+            names.append(x["variant"])
+    cells = []
+    for x in res:
+        c = (x["bench"], x["threads"])
+        if c not in cells:
+            cells.append(c)
+    ours = [n for n in names if n in OURS]
+    peers = [n for n in names if n not in OURS and n not in BASELINES]
+    head = ["op", "t"] + names + ["best correct peer", "ours / best", "ours / best on-CPU", "ours / floor"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (b, t) in cells:
+        row = [b, str(t)]
+        got = {}
+        for n in names:
+            x = next((x for x in res if x["variant"] == n and x["bench"] == b and x["threads"] == t), None)
+            if x is None:
+                row.append("-")
+                continue
+            wrong = x.get("wrong", 0) or 0
+            cpu = x.get("mops_cpu")
+            got[n] = (x["mops"], cpu, wrong)
+            row.append(fmt(x["mops"]) + (f" ({fmt(cpu)})" if cpu else "") + (f" ✗{wrong}" if wrong else ""))
+        correct = [(got[n][0], n) for n in peers if n in got and got[n][2] == 0]
+        correct_cpu = [(got[n][1], n) for n in peers if n in got and got[n][2] == 0 and got[n][1]]
+        best = max(correct) if correct else None
+        best_cpu = max(correct_cpu) if correct_cpu else None
+        row.append(f"{best[1]} {fmt(best[0])}" if best else "none")
+        o = next((got[n] for n in ours if n in got), None)
+        row.append(f"{o[0] / best[0]:.2f}x" if (o and best) else "-")
+        row.append(f"{o[1] / best_cpu[0]:.2f}x" if (o and o[1] and best_cpu) else "-")
+        fk = fl.get(b) if fl else None
+        row.append(f"{o[0] / fk:.2f}" if (o and fk and t == 1) else "-")
+        out.append("| " + " | ".join(row) + " |")
+    w = r.get("environment", {})
+    out.append("")
+    out.append("Cells: Mops/s wall clock (Mops per on-CPU second of a worker); ✗N: N wrong answers in that run.")
+    out.append(f"Load average before/after: {w.get('loadavg_before', '?')} / {w.get('loadavg_after', '?')}; "
+               f"workload: {w.get('workload', {}).get('description', '')}")
+    out.append("")
+    return out
+
+
+def memory(d, stem):
+    r = load(os.path.join(d, stem + ".json"))
+    if not r:
+        return []
+    n = r["environment"].get("workload", {}).get("records", 0)
+    out = ["| index | DRAM B/record | PM B/record | DRAM GB at 100 M | PM GB at 100 M | measured by |",
+           "|---|---|---|---|---|---|"]
+    seen = set()
+    for x in r["results"]:
+        v = x["variant"]
+        if v in seen:
+            continue
+        seen.add(v)
+        dr, pm = x.get("dram_B_per_rec"), x.get("pm_B_per_rec")
+        g = lambda b: f"{b * 1e8 / 1e9:.2f}" if b is not None else "-"
+        out.append(f"| {v} | {fmt(dr)} | {fmt(pm)} | {g(dr)} | {g(pm)} | "
+                   f"{x.get('dram_source', '-')} / {x.get('pm_source', '-')} |")
+    out.append("")
+    out.append(f"After loading {n:,} records.")
+    out.append("")
+    return out
+
+
+def latency(d, stem):
+    r = load(os.path.join(d, stem + ".json"))
+    if not r:
+        return []
+    out = ["| op | index | p50 | p90 | p99 | p99.9 | p99.99 | max |", "|---|---|---|---|---|---|---|---|"]
+    ns = lambda v: "-" if v is None else (f"{v / 1e3:.1f} µs" if v >= 1000 else f"{v:.0f} ns")
+    for x in r["results"]:
+        if x["threads"] != 1 or x.get("p50_ns") is None:
+            continue
+        out.append(f"| {x['bench']} | {x['variant']} | {ns(x.get('p50_ns'))} | {ns(x.get('p90_ns'))} | "
+                   f"{ns(x.get('p99_ns'))} | {ns(x.get('p999_ns'))} | {ns(x.get('p9999_ns'))} | {ns(x.get('max_ns'))} |")
+    out.append("")
+    return out
+
+
+def written(d, stem):
+    """Fig. 9: bytes flushed to PM per operation (cache lines x 64)."""
+    r = load(os.path.join(d, stem + ".json"))
+    if not r:
+        return []
+    res = [x for x in r["results"] if x["threads"] == 1]
+    names = []
+    for x in res:
+        if x["variant"] not in names:
+            names.append(x["variant"])
+    benches = []
+    for x in res:
+        if x["bench"] not in benches:
+            benches.append(x["bench"])
+    out = ["| index | " + " | ".join(f"{b} B/op" for b in benches) + " | load B/insert | counted by |",
+           "|---|" + "---|" * (len(benches) + 2)]
+    for n in names:
+        row = [n]
+        src = "-"
+        load_l = None
+        for b in benches:
+            x = next((x for x in res if x["variant"] == n and x["bench"] == b), None)
+            l = x.get("lines_per_op") if x else None
+            row.append("not counted" if l is None else f"{l * 64:.0f}")
+            if x:
+                src = x.get("flush_source", src)
+                load_l = x.get("load_lines_per_insert", load_l)
+        row.append("-" if load_l is None else f"{load_l * 64:.0f}")
+        row.append(src)
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    return out
+
+
+def wrong(d, stems):
+    out = []
+    for s in stems:
+        r = load(os.path.join(d, s + ".json"))
+        if not r:
+            continue
+        for n in r.get("notes", []):
+            if n.startswith("WRONG ANSWERS") or "died of signal" in n or "killed after" in n or "not run" in n:
+                out.append(f"- {s}: {n}")
+    return out
+
+
+def main():
+    d = sys.argv[1]
+    fl, fnotes = floor(d)
+    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig9", "fig10", "table3"]
+             if os.path.exists(os.path.join(d, s + ".json"))]
+    print(f"# VLDB'22 figures: results in {d}\n")
+    for n in fnotes:
+        print(n + "\n")
+    for s in stems:
+        if s in ("fig9", "table3"):
+            continue  # counting builds / a memory measurement: no throughput table
+        print(f"## {s}\n")
+        print("\n".join(figure(d, s, fl)))
+    t3 = "table3" if os.path.exists(os.path.join(d, "table3.json")) else "fig2"
+    if os.path.exists(os.path.join(d, t3 + ".json")):
+        print(f"## Table 3: memory after the load ({t3})\n")
+        print("\n".join(memory(d, t3)))
+    if "fig2" in stems:
+        print("## Fig. 6: latency at 1 thread (fig2, 10% of operations timed)\n")
+        print("\n".join(latency(d, "fig2")))
+    if "fig9" in stems:
+        print("## Fig. 9: PM bytes written (flushed) per operation, 1 thread\n")
+        print("\n".join(written(d, "fig9")))
+    if "fig10" in stems:
+        print("## Fig. 10 memory after the load\n")
+        print("\n".join(memory(d, "fig10")))
+    w = wrong(d, stems)
+    if w:
+        print("## Wrong answers, crashes and peers not run\n")
+        print("\n".join(w))
+    runs = os.path.join(d, "runs.log")
+    if os.path.exists(runs):
+        print("\n## Runs\n")
+        with open(runs) as f:
+            for line in f:
+                print("- " + line.strip())
+
+
+if __name__ == "__main__":
+    main()

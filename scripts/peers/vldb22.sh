@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Reproduces the VLDB'22 evaluation's figures ("Evaluating Persistent Memory
+# Range Indexes: Part Two") with every peer that scripts/peers/build.sh built
+# and Ferrite in the same `ferrite bench` runs: one invocation per figure,
+# each writing its JSON, table and charts to $OUT/<figure>.*, then
+# summary.py builds $OUT/summary.md (every cell: Ferrite, each peer, the
+# ratio to the best peer that answered correctly, and this machine's floor).
+# See scripts/peers/README.md.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+WRAPPERS=${WRAPPERS:-${TMPDIR:-/tmp}/ferrite-peers/wrappers}   # build.sh's OUT
+OUT=${OUT:-${TMPDIR:-/tmp}/ferrite-peers/vldb22-$(date +%Y%m%d-%H%M%S)}
+FERRITE=${FERRITE:-$repo/target/release/ferrite}
+N=${N:-10000000}            # records loaded (the paper: 100 M)
+P=${P:-2000000}             # operations per run
+THREADS=${THREADS:-1,2}     # the paper: 1..80; this machine: 2 cores
+SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}   # the paper's 10-second runs
+FIGURES=${FIGURES:-"floor fig2 fig4skew fig5 fig7 fig9 fig10"}
+POOL_DIR=${POOL_DIR:-/dev/shm}
+
+log() { echo "[vldb22] $*" >&2; }
+[ -x "$FERRITE" ] || { log "build Ferrite first: cargo build --release (no $FERRITE)"; exit 1; }
+[ -f "$WRAPPERS/manifest.tsv" ] || { log "no $WRAPPERS/manifest.tsv: run scripts/peers/build.sh first"; exit 1; }
+mkdir -p "$OUT"
+
+# The --compare entry of a built peer library (empty if it was not built).
+spec() { awk -F'\t' -v p="$1" '$1 == p && $2 == "ok" { print $3 }' "$WRAPPERS/manifest.tsv"; }
+# A comma list of the built ones among $@, with ferrite variants first.
+compare() {
+    local out="" s
+    for p in "$@"; do
+        case $p in
+            ferrite|ferrite-dram|btreemap|btreemap-u64|skiplist) s=$p ;;
+            *) s=$(spec "$p") ;;
+        esac
+        if [ -n "$s" ]; then out="${out:+$out,}$s"; else log "  $p: not built, left out"; fi
+    done
+    echo "$out"
+}
+PM_PEERS="fptree_pmem lbtree_pmem dptree_pmem roart_dcmm roart_pmdk pactree_pmem utree"
+VAR_PEERS="fptree_pmem_varkey lbtree_pmem_varkey dptree_pmem_varkey roart_dcmm"
+DRAM_PEERS="fptree_dram lbtree_dram roart_dram"
+COUNT_PEERS="fptree_pmem_count lbtree_pmem_count dptree_pmem_count roart_dcmm_count pactree_pmem_count utree_count"
+
+bench() {  # bench NAME ARGS...: one ferrite bench invocation
+    local name=$1; shift
+    log "$name: ferrite bench $* (load average $(cut -d' ' -f1-3 /proc/loadavg))"
+    local t0=$SECONDS
+    "$FERRITE" bench -n "$N" -p "$P" -t "$THREADS" --max-seconds "$SECONDS_PER_RUN" \
+        --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
+    local rc=$?
+    echo "$name: exit $rc, $((SECONDS - t0)) s, load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/runs.log"
+    log "$name: exit $rc after $((SECONDS - t0)) s"
+}
+
+for f in $FIGURES; do
+    case $f in
+        # Fig. 2 (1 thread), Fig. 4 (a-d) uniform scaling, Fig. 6 tail latency
+        # (10% of operations timed, as the paper), Table 3 (memory after the load).
+        # Scans last: several peers' scans crash them or leave them unusable.
+        fig2) bench fig2 --benches lookup,update,insert,scan --latency_sampling 0.1 \
+                  --compare "$(compare ferrite $PM_PEERS)" ;;
+        # Fig. 4 (e-g): self-similar, 80% of the accesses on 20% of the keys.
+        fig4skew) bench fig4skew --distribution SELFSIMILAR --skew 0.2 --benches lookup,update,scan \
+                  --latency_sampling 0 --compare "$(compare ferrite $PM_PEERS)" ;;
+        # Fig. 5: lookup/insert mixes, uniform.
+        fig5) bench fig5 --benches r90i10,r50i50,r10i90 --latency_sampling 0 \
+                  --compare "$(compare ferrite $PM_PEERS)" ;;
+        # Fig. 7: variable-length keys through the peers' var-key builds.
+        fig7) for k in 16 64; do
+                  bench "fig7-k$k" -k "$k" --benches lookup,insert,scan --latency_sampling 0 \
+                      --compare "$(compare ferrite $VAR_PEERS)"
+              done ;;
+        # Fig. 9: PM bytes written per operation = cache lines flushed x 64,
+        # with the peers' counting builds (their throughput is not reported:
+        # the counter costs an atomic add per flush).
+        fig9) bench fig9 -t 1 --benches lookup,update,insert,scan --latency_sampling 0 \
+                  --compare "$(compare ferrite $COUNT_PEERS)" ;;
+        # Fig. 10: the PM indexes in DRAM mode against DRAM indexes.
+        fig10) bench fig10 --benches lookup,update,insert,scan --latency_sampling 0 \
+                   --compare "$(compare ferrite-dram $DRAM_PEERS btreemap btreemap-u64 skiplist)" ;;
+        # This machine's floor: dependent reads and persist barriers.
+        floor) log "floor: ferrite bench memory / persist"
+               "$FERRITE" bench memory --pool-dir "$POOL_DIR" --out "$OUT" --json >"$OUT/floor-memory.json" 2>"$OUT/floor-memory.err"
+               "$FERRITE" bench persist --pool-dir "$POOL_DIR" --out "$OUT" --json >"$OUT/floor-persist.json" 2>"$OUT/floor-persist.err" ;;
+        *) log "unknown figure $f" ;;
+    esac
+done
+python3 "$here/summary.py" "$OUT" >"$OUT/summary.md" && log "summary: $OUT/summary.md"
+log "results in $OUT"
