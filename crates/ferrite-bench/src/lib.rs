@@ -6,11 +6,14 @@
 //!   bench`): workload generation, the load/run driver, the baselines, the
 //!   named variants and the suite that builds the report.
 //! * [`elf`]: the Elf papers' experiments (`elf`).
+//! * [`buffer`]: the buffer manager's evaluation (`buffer`): YCSB, TPC-C, the
+//!   five designs of the thesis, the outside anchors under a memory cgroup.
 //! * [`env`]: the one `environment` record every report carries.
 //!
 //! The library crates depend on nothing here; this crate depends on them. The
 //! `ferrite` command only parses arguments and prints.
 
+pub mod buffer;
 pub mod elf;
 pub mod env;
 pub mod index;
