@@ -1,0 +1,158 @@
+//! The buffer manager without a data structure: pages allocated, written and
+//! logged through operations, under every design, with working sets that
+//! force DRAM and PM eviction; then a process-crash restart (the pool image as
+//! the CPU saw it) and a clean close.
+
+use std::sync::Arc;
+
+use ferrite_buffer::{
+    BufferConfig, BufferManager, Ctx, Design, Hint, MemBackend, Mode, NoStructures, SsdBackend,
+};
+use ferrite_pm::{Pool, PoolOptions};
+
+const KIND: u8 = 16;
+
+fn cfg(design: Design) -> BufferConfig {
+    let ps = 4096u64;
+    let mut c = design.config_paged(4096, 8 * ps, 8 * (ps + 64), 4096 * ps);
+    if design == Design::PmDirect {
+        c.pm_frames = 96;
+    }
+    if design == Design::MainMemory {
+        c.dram_bytes = 128 * ps;
+    }
+    c.pm_frames = if c.pm_frames > 0 && design != Design::PmDirect {
+        8
+    } else {
+        c.pm_frames
+    };
+    c.wal_segment_bytes = 1 << 20;
+    c.pm_eviction_batch = 2;
+    // Remember every denial: a page is admitted when evicted a second time.
+    c.admission_set_size = 256;
+    c
+}
+
+fn open(
+    pool: &Pool,
+    ssd: &Arc<MemBackend>,
+    c: &BufferConfig,
+) -> (Arc<BufferManager>, ferrite_buffer::RestartReport) {
+    let backend: Option<Arc<dyn SsdBackend>> =
+        (c.ssd_pages > 0).then(|| ssd.clone() as Arc<dyn SsdBackend>);
+    BufferManager::open(pool, "bm", backend, c.clone(), Arc::new(NoStructures)).unwrap()
+}
+
+fn pattern(pid: u64, version: u64) -> Vec<u8> {
+    (0..200)
+        .map(|i| (pid * 31 + version * 7 + i) as u8)
+        .collect()
+}
+
+/// Allocates `n` pages and writes a pattern at two places of each.
+fn fill(bm: &BufferManager, n: u64) -> Vec<u64> {
+    let mut pids = Vec::new();
+    for _ in 0..n {
+        // A single operation: its record commits (and is forced at finish).
+        let mut op = bm.begin_op(Ctx::Auto, 2, 0).unwrap();
+        let mut meta = op.fix_meta(Mode::Exclusive).unwrap();
+        let mut g = op.alloc_page(&mut meta, KIND).unwrap();
+        let pid = g.pid();
+        g.write(100, &pattern(pid, 1)).unwrap();
+        g.write(3000, &pattern(pid, 2)).unwrap();
+        op.log(&mut [&mut meta, &mut g], Some((0, b"x"))).unwrap();
+        drop(g);
+        drop(meta);
+        op.finish().unwrap();
+        pids.push(pid);
+    }
+    pids
+}
+
+fn update(bm: &BufferManager, pid: u64, version: u64) {
+    let mut op = bm.begin_op(Ctx::Auto, 1, 0).unwrap();
+    let mut g = op.fix(pid, Mode::Exclusive, Hint::Leaf).unwrap();
+    g.write(3000, &pattern(pid, version)).unwrap();
+    op.log(&mut [&mut g], Some((0, b"x"))).unwrap();
+    drop(g);
+    op.finish().unwrap();
+}
+
+fn check(bm: &BufferManager, pids: &[u64], v2: &dyn Fn(u64) -> u64) {
+    for &pid in pids {
+        // Readers start shared and retry exclusive on a line fault.
+        let mut g = bm.fix(pid, Mode::Shared, Hint::Leaf).unwrap();
+        let got = match g.read(100, 200) {
+            Ok(b) => b.to_vec(),
+            Err(e) if e.is_fault() => {
+                drop(g);
+                g = bm.fix(pid, Mode::Exclusive, Hint::Leaf).unwrap();
+                g.read(100, 200).unwrap().to_vec()
+            }
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(got, pattern(pid, 1), "page {pid} at 100");
+        drop(g);
+        let mut g = bm.fix(pid, Mode::Exclusive, Hint::Leaf).unwrap();
+        assert_eq!(
+            g.read(3000, 200).unwrap(),
+            &pattern(pid, v2(pid))[..],
+            "page {pid} at 3000"
+        );
+    }
+}
+
+#[test]
+fn pages_survive_eviction_restart_and_clean_close_in_every_design() {
+    for design in Design::ALL {
+        let c = cfg(design);
+        let pool =
+            Pool::create_volatile(c.pool_bytes() + (8 << 20), &PoolOptions::default()).unwrap();
+        let ssd = Arc::new(MemBackend::new());
+        let (bm, rep) = open(&pool, &ssd, &c);
+        assert!(rep.created, "{}", design.name());
+        let pids = fill(&bm, 60);
+        for (i, &p) in pids.iter().enumerate() {
+            if i % 3 == 0 {
+                update(&bm, p, 10 + p);
+            }
+        }
+        let v2 = |p: u64| {
+            if pids.iter().position(|&x| x == p).unwrap() % 3 == 0 {
+                10 + p
+            } else {
+                2
+            }
+        };
+        check(&bm, &pids, &v2);
+        let s = bm.stats();
+        eprintln!("{}: {s:?}", design.name());
+        if c.evict_dram && c.dram_bytes > 0 {
+            assert!(s.dram_evictions > 0, "{}: no DRAM eviction", design.name());
+        }
+        if c.pm_frames > 0 && c.ssd_pages > 0 {
+            assert!(s.pm_evictions > 0, "{}: no PM eviction", design.name());
+        }
+        // A process crash: the pool as the CPU saw it, the SSD files as written.
+        let img = pool.snapshot();
+        drop(bm);
+        drop(pool);
+        let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
+        let (bm, rep) = open(&pool, &ssd, &c);
+        assert!(
+            !rep.created && rep.records_redone > 0,
+            "{}: {rep:?}",
+            design.name()
+        );
+        check(&bm, &pids, &v2);
+        // A clean close: the next open redoes nothing.
+        bm.close().unwrap();
+        let img = pool.snapshot();
+        drop(bm);
+        drop(pool);
+        let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
+        let (bm, rep) = open(&pool, &ssd, &c);
+        assert_eq!(rep.records_redone, 0, "{}: {rep:?}", design.name());
+        check(&bm, &pids, &v2);
+    }
+}
