@@ -121,6 +121,6 @@ impl BufferManager {
             }
         }
         let (region, size) = self.pm.region();
-        ferrite_pm::targets::exhaust_and_account(pool, self.pm.heap(), vec![(region, size)])
+        ferrite_pm::account::exhaust_and_account(pool, self.pm.heap(), vec![(region, size)])
     }
 }
