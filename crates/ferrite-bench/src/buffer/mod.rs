@@ -8,6 +8,7 @@
 //! * [`cgroup`]: memory budgets for the outside anchors' child processes.
 
 pub mod cgroup;
+pub mod designs;
 pub mod tpcc;
 pub mod txn;
 pub mod ycsb;

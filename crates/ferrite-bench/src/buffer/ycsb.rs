@@ -201,7 +201,11 @@ pub const LOAD_BATCH: usize = 256;
 
 /// Loads records `0..records` (in id order, so random key order) in batches;
 /// `progress(done)` after each batch. Returns the seconds it took.
-pub fn load(t: &dyn YcsbTarget, records: u64, progress: &mut dyn FnMut(u64)) -> KvResult<f64> {
+pub fn load<T: YcsbTarget + ?Sized>(
+    t: &T,
+    records: u64,
+    progress: &mut dyn FnMut(u64),
+) -> KvResult<f64> {
     let t0 = Instant::now();
     let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(LOAD_BATCH);
     let mut v = Vec::new();
@@ -280,7 +284,7 @@ struct Exec {
 }
 
 impl Exec {
-    fn op(&mut self, t: &dyn YcsbTarget, op: YcsbOp) -> KvResult<()> {
+    fn op<T: YcsbTarget + ?Sized>(&mut self, t: &T, op: YcsbOp) -> KvResult<()> {
         match op {
             YcsbOp::Read { id, field } => {
                 if !t.read(&key(id), &mut self.val)? {
@@ -339,7 +343,7 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 }
 
 /// Runs the warm-up, then measures `spec.seconds` of the workload on `t`.
-pub fn run(t: &dyn YcsbTarget, spec: &RunSpec) -> KvResult<RunStats> {
+pub fn run<T: YcsbTarget + ?Sized>(t: &T, spec: &RunSpec) -> KvResult<RunStats> {
     let mut gen = OpGen::new(spec.workload, spec.records, spec.seed);
     let mut ex = Exec {
         val: Vec::with_capacity(VALUE_LEN),
