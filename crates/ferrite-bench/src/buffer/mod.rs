@@ -7,6 +7,7 @@
 //!   ordered-KV interface ([`txn`]);
 //! * [`cgroup`]: memory budgets for the outside anchors' child processes.
 
+pub mod anchor;
 pub mod cgroup;
 pub mod designs;
 pub mod tpcc;
