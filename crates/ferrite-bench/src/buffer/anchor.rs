@@ -46,7 +46,7 @@ impl Engine {
     pub fn durability(self) -> &'static str {
         match self {
             Engine::Lmdb => {
-                "LMDB default flags: each update its own write transaction, fsync at commit (durable); reads through its mmap"
+                "LMDB default flags plus MDB_NORDAHEAD: each update its own write transaction, fsync at commit (durable); reads through its mmap"
             }
             Engine::Sqlite => {
                 "SQLite journal_mode=WAL, synchronous=FULL: each update its own transaction, WAL fsync at commit (durable); default page cache (2 MiB), no mmap"
@@ -73,10 +73,11 @@ impl Lmdb {
         // one process and that no other process uses it unsafely; the
         // benchmark opens it once, in one child process.
         let env = unsafe {
-            heed::EnvOpenOptions::new()
-                .map_size(map_bytes as usize)
-                .max_dbs(1)
-                .open(dir)
+            let mut o = heed::EnvOpenOptions::new();
+            // No readahead: LMDB's advice for databases larger than RAM
+            // (readahead would fill the memory budget with unused pages).
+            o.flags(heed::EnvFlags::NO_READ_AHEAD);
+            o.map_size(map_bytes as usize).max_dbs(1).open(dir)
         }
         .map_err(kv_err)?;
         let mut w = env.write_txn().map_err(kv_err)?;
@@ -193,7 +194,10 @@ impl YcsbTarget for Sqlite {
             .conn
             .prepare_cached("UPDATE ycsb SET v = ?1 WHERE k = ?2")
             .map_err(kv_err)?;
-        Ok(st.execute(rusqlite::params![value, rowid(key)]).map_err(kv_err)? == 1)
+        Ok(st
+            .execute(rusqlite::params![value, rowid(key)])
+            .map_err(kv_err)?
+            == 1)
     }
     fn range(&self, start: &[u8], n: usize, f: &mut dyn FnMut(&[u8], &[u8])) -> KvResult<usize> {
         let mut st = self
@@ -248,7 +252,10 @@ pub fn load(engine: Engine, dir: &Path, records: u64) -> KvResult<f64> {
     let t0 = Instant::now();
     match engine {
         Engine::Lmdb => {
-            let s = Lmdb::open(dir, (records * 2500 + (256 << 20)).next_multiple_of(1 << 20))?;
+            let s = Lmdb::open(
+                dir,
+                (records * 2500 + (256 << 20)).next_multiple_of(1 << 20),
+            )?;
             load_in_batches(&s, records)?;
             s.sync()?;
         }
@@ -324,7 +331,9 @@ pub fn child_main(args: &[String]) -> KvResult<String> {
     };
     let need = |name: &str| get(name).ok_or_else(|| kv_err(format!("missing {name}")));
     let num = |name: &str, d: f64| -> KvResult<f64> {
-        get(name).map_or(Ok(d), |s| s.parse().map_err(|e| kv_err(format!("{name}: {e}"))))
+        get(name).map_or(Ok(d), |s| {
+            s.parse().map_err(|e| kv_err(format!("{name}: {e}")))
+        })
     };
     let engine = Engine::parse(need("--engine")?)
         .ok_or_else(|| kv_err("--engine must be lmdb or sqlite"))?;
@@ -340,7 +349,11 @@ pub fn child_main(args: &[String]) -> KvResult<String> {
                 .ok_or_else(|| kv_err("--workload: ro, rwNN or scan"))?;
             let mut spec = RunSpec::new(w, records, num("--seconds", 5.0)?);
             spec.warmup_seconds = num("--warmup-seconds", 0.0)?;
-            spec.warmup_ops = if spec.warmup_seconds > 0.0 { u64::MAX } else { 0 };
+            spec.warmup_ops = if spec.warmup_seconds > 0.0 {
+                u64::MAX
+            } else {
+                0
+            };
             spec.seed = num("--seed", 42.0)? as u64;
             let t = open_engine(engine, &dir, records)?;
             let s = ycsb::run(t.as_ref(), &spec)?;
@@ -371,7 +384,10 @@ fn run_child(prefix: &[String], args: &[String], cg: Option<&MemCgroup>) -> KvRe
         .split_first()
         .ok_or_else(|| kv_err("no anchor child command"))?;
     let mut cmd = Command::new(prog);
-    cmd.args(pre).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.args(pre)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let child = match cg {
         Some(cg) => cg.spawn(&mut cmd),
         None => cmd.spawn(),

@@ -18,7 +18,7 @@ use ferrite_bench::{BenchError, BenchOutput};
 use ferrite_pm::persist;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{elf, pmio};
+use super::{buffer, elf, pmio};
 use crate::util::parse_size;
 
 #[derive(Args)]
@@ -48,6 +48,11 @@ pub enum BenchWhat {
     Interleave(pmio::PmioBenchArgs),
     /// Elf experiments (Elf papers)
     Elf(elf::ElfBenchArgs),
+    /// Buffer manager: the thesis's five designs on YCSB and TPC-C, its figures, LMDB/SQLite anchors
+    Buffer(Box<buffer::BufferBenchArgs>),
+    /// The buffer benchmark's anchor child process (internal)
+    #[command(name = "buffer-anchor", hide = true)]
+    BufferAnchor(buffer::AnchorChildArgs),
 }
 
 /// The index benchmark's flags: PiBench's names (`-n -p -t -k -v -f -r -i -u -d
@@ -281,6 +286,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
         Some(BenchWhat::Inplace(a)) => pmio::run_bench("inplace", a),
         Some(BenchWhat::Interleave(a)) => pmio::run_bench("interleave", a),
         Some(BenchWhat::Elf(a)) => elf::run_bench(a),
+        Some(BenchWhat::Buffer(a)) => buffer::run(*a),
+        Some(BenchWhat::BufferAnchor(a)) => buffer::anchor_child(a),
         None => index_bench(*a.index),
     }
 }
@@ -319,8 +326,8 @@ impl IndexBenchArgs {
 }
 
 /// A progress bar on stderr while loading, and the current run's name.
-struct Bar {
-    pb: Mutex<ProgressBar>,
+pub(crate) struct Bar {
+    pub(crate) pb: Mutex<ProgressBar>,
 }
 
 impl Progress for Bar {

@@ -4,6 +4,7 @@
 //! `elf`; every measurement is in the `ferrite-bench` crate.
 
 pub mod bench;
+pub mod buffer;
 pub mod crash;
 pub mod demo;
 pub mod elf;
