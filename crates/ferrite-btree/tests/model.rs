@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ferrite_btree::{BufferConfig, Database, Design, Techniques};
 use ferrite_buffer::{MemBackend, SsdBackend};
 use ferrite_kv::OrderedKv;
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{Pool, PoolOptions};
 
 fn small(design: Design) -> BufferConfig {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use ferrite_btree::{BufferConfig, Database, Design};
 use ferrite_buffer::{MemBackend, SsdBackend};
 use ferrite_kv::OrderedKv;
-use ferrite_pm::sim::SplitMix;
+use ferrite_pm::rng::SplitMix;
 use ferrite_pm::{Pool, PoolOptions};
 
 const WRITERS: u64 = 4;
