@@ -195,10 +195,121 @@ impl BufferBenchConfig {
 pub const YCSB_BYTES_PER_RECORD: u64 = 1500;
 
 /// Bytes of B+-tree pages per TPC-C warehouse after the load (measured).
-pub const TPCC_BYTES_PER_WAREHOUSE: u64 = 120 * MIB;
+pub const TPCC_BYTES_PER_WAREHOUSE: u64 = 150 * MIB;
+
+/// A configuration small enough for tests: tiers of 4 / 16 / 128 MiB, 8 KiB
+/// pages, TPC-C at 1/50 scale, fractions of a second per cell.
+pub fn tiny_config() -> BufferBenchConfig {
+    BufferBenchConfig {
+        tiers: Tiers {
+            dram: 4 * MIB,
+            pm: 16 * MIB,
+            ssd: 128 * MIB,
+        },
+        mix_mib: 1,
+        ycsb_sizes_mib: vec![1, 6, 20],
+        warehouses: vec![1],
+        mid_mib: 10,
+        update_pcts: vec![0, 100],
+        wear_ops: 2000,
+        restart_mib: vec![1],
+        restart_seconds: 0.3,
+        anchor_mib: vec![1, 4],
+        seconds: 0.1,
+        warmup_seconds: 0.0,
+        tpcc_scale: tpcc::Scale::TINY,
+        page_size: 8192,
+        wal_segment_bytes: 1 << 20,
+        ..BufferBenchConfig::default()
+    }
+}
 
 /// Runs the configured experiments; `progress` sees the loads and runs.
 pub fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<BufferRun> {
     cfg.validate()?;
     experiments::run(cfg, progress)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::suite::Quiet;
+
+    #[test]
+    fn a_tiny_run_of_every_experiment_but_the_anchors_fills_every_table() {
+        let mut cfg = tiny_config();
+        cfg.experiments.retain(|e| e != "anchors");
+        let run = super::run(&cfg, &Quiet).unwrap();
+        assert_eq!(run.problems, Vec::<String>::new());
+        let names: Vec<&str> = run.sections.iter().map(|s| s.experiment.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "mix",
+                "ycsb",
+                "tpcc",
+                "drilldown",
+                "updates",
+                "wear",
+                "restart",
+                "rebuild"
+            ]
+        );
+        // The side-by-side table has all five designs and every workload.
+        let mix = &run.sections[0];
+        assert_eq!(mix.head.len(), 6);
+        assert_eq!(mix.rows.len(), 4);
+        assert!(
+            mix.rows.iter().all(|r| r.iter().all(|c| c != "-")),
+            "{mix:?}"
+        );
+        for s in &run.sections {
+            assert!(
+                s.table().lines().all(|l| l.len() <= output::MAX_WIDTH),
+                "{}",
+                s.table()
+            );
+        }
+        // Every cell carries the shared fields; TPC-C checked its consistency.
+        for r in &run.report.results {
+            assert!(r.extra.contains_key("experiment"), "{r:?}");
+        }
+        let tp = run
+            .report
+            .results
+            .iter()
+            .find(|r| r.bench == "tpcc" && r.extra["experiment"] == "mix")
+            .unwrap();
+        assert_eq!(tp.extra["consistency_violations"], 0);
+        // Wear: the buffer manager writes each PM line less often than PM-direct.
+        let w = |v: &str| {
+            run.report
+                .results
+                .iter()
+                .find(|r| r.extra["experiment"] == "wear" && r.variant == v)
+                .unwrap()
+                .extra["pm_line_writes_max"]
+                .as_u64()
+                .unwrap()
+        };
+        assert!(w("three-tier") < w("pm-direct"));
+        // Data beyond DRAM does not fit main-memory: its sweep cell is empty.
+        let big = &run.sections[1].rows[2];
+        assert_eq!(big[3], "-", "{big:?}");
+        assert_eq!(run.charts.len(), 7);
+        assert!(run.charts.iter().all(|(_, svg)| svg.starts_with("<svg")));
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        let mut c = tiny_config();
+        c.experiments = vec!["nope".into()];
+        assert!(c.validate().is_err());
+        let mut c = tiny_config();
+        c.tiers.pm = c.tiers.dram / 2;
+        assert!(c.validate().unwrap_err().to_string().contains("DRAM <= PM"));
+        let mut c = tiny_config();
+        c.seconds = 0.0;
+        assert!(c.validate().is_err());
+    }
 }

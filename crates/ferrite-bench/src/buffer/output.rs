@@ -57,12 +57,14 @@ impl Section {
         out
     }
 
-    /// Title, workload line, table and notes for the terminal.
+    /// Title, workload line, table and notes for the terminal, every line
+    /// within [`MAX_WIDTH`] columns (prose is wrapped).
     pub fn text(&self) -> String {
-        let mut s = format!("== {} ==\n{}\n", self.title, self.workload);
+        let mut s = wrap(&format!("== {} ==", self.title), MAX_WIDTH);
+        s.push_str(&wrap(&self.workload, MAX_WIDTH));
         s.push_str(&self.table());
         for n in &self.notes {
-            let _ = writeln!(s, "note: {n}");
+            s.push_str(&wrap(&format!("note: {n}"), MAX_WIDTH));
         }
         s
     }
@@ -83,6 +85,30 @@ impl Section {
         }
         s
     }
+}
+
+/// `text` broken at spaces into lines of at most `width` columns (a longer
+/// word stays whole), each ending in a newline; continuation lines are
+/// indented by two spaces.
+pub fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line = "  ".to_string();
+        }
+        if !line.is_empty() && line != "  " {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.trim().is_empty() {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// A throughput cell: 3 significant digits.
@@ -177,6 +203,10 @@ mod tests {
         let md = s.markdown();
         assert!(md.contains("| data MiB | main-memory |") && md.contains("buffer-x.svg"));
         assert!(s.text().contains("note: n"));
+        let long = "word ".repeat(100);
+        let w = wrap(&long, 30);
+        assert!(w.lines().all(|l| l.len() <= 30), "{w}");
+        assert_eq!(w.split_whitespace().count(), 100);
     }
 
     #[test]

@@ -370,7 +370,7 @@ pub fn run<T: YcsbTarget + ?Sized>(t: &T, spec: &RunSpec) -> KvResult<RunStats> 
     let mut ops = 0u64;
     loop {
         let op = gen.next_op();
-        if ops % SAMPLE_EVERY == 0 {
+        if ops.is_multiple_of(SAMPLE_EVERY) {
             let s = Instant::now();
             ex.op(t, op)?;
             lat.push(s.elapsed().as_nanos().min(u32::MAX as u128) as u32);
@@ -381,7 +381,7 @@ pub fn run<T: YcsbTarget + ?Sized>(t: &T, spec: &RunSpec) -> KvResult<RunStats> 
         if spec.max_ops > 0 && ops >= spec.max_ops {
             break;
         }
-        if ops % 64 == 0 || spec.workload == Workload::Scan {
+        if ops.is_multiple_of(64) || spec.workload == Workload::Scan {
             let e = t0.elapsed();
             if spec.timeline_ms > 0 && e - last_t >= tick {
                 let d = (e - last_t).as_secs_f64();

@@ -277,6 +277,15 @@ fn wear(cx: &mut Ctx<'_>, tt: Loaded, pd: Option<Loaded>, records: u64) -> Resul
     );
     c.log_x = true;
     c.log_y = true;
+    let max_rank = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .fold(1.0f64, f64::max);
+    c.x_ticks = Some(
+        (0..=max_rank.log10().ceil() as i32)
+            .map(|e| (10f64.powi(e), format!("{}", 10u64.pow(e as u32))))
+            .collect(),
+    );
     cx.charts.push(("buffer-fig16".into(), c.draw(&series)));
     cx.sections.push(Section {
         experiment: "wear".into(),

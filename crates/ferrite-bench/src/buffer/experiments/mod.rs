@@ -64,6 +64,10 @@ pub(crate) struct Ctx<'a> {
     pub problems: Vec<String>,
 }
 
+/// Loads a store, reporting rows done to the progress callback.
+pub(crate) type LoadFn<'a> =
+    dyn FnMut(&Store, &mut dyn FnMut(u64)) -> ferrite_kv::KvResult<()> + 'a;
+
 /// A loaded store and how long its load took.
 pub(crate) struct Loaded {
     pub store: Store,
@@ -99,7 +103,7 @@ impl Ctx<'_> {
         tree: &str,
         estimate: u64,
         total: u64,
-        load: &mut dyn FnMut(&Store, &mut dyn FnMut(u64)) -> ferrite_kv::KvResult<()>,
+        load: &mut LoadFn<'_>,
     ) -> Result<Option<Loaded>> {
         let lc = load_config(cfg, estimate);
         let store = Store::create(&self.cfg.dirs, label, lc.clone(), tree)?;

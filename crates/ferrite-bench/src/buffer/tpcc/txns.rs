@@ -100,7 +100,7 @@ pub struct Driver {
 impl Driver {
     pub fn new(warehouses: u16, scale: Scale, seed: u64) -> Driver {
         Driver {
-            g: Gen::new(seed ^ 0x7275_6e),
+            g: Gen::new(seed ^ 0x0072_756e),
             warehouses,
             scale,
             now: LOAD_DATE + 1,
