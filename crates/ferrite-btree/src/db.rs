@@ -62,6 +62,7 @@ pub(crate) fn open_tree(
         label: label.to_string(),
         max_key,
         max_value,
+        root_frame: std::sync::atomic::AtomicU32::new(u32::MAX),
     }))
 }
 

@@ -28,9 +28,9 @@
 //! Modules: `node` (the page format), `tree` (descent, reads, writes,
 //! structure changes, checks), `registry` (the buffer manager's callbacks:
 //! swips and logical undo), `db` ([`Database`], [`Transaction`]), `kv`
-//! ([`BTree`]: `OrderedKv`), `crash` (the `buffer` crash-test target).
+//! ([`BTree`]: `OrderedKv`). The crash-test targets live in
+//! `ferrite-crash` (`buffer`, `buffer-pm-direct`, `buffer-ssd-bm`).
 
-mod crash;
 mod db;
 mod kv;
 pub mod node;
@@ -44,7 +44,6 @@ pub use tree::{Cursor, TreeShape};
 
 use ferrite_buffer::BufferError;
 use ferrite_kv::KvError;
-use ferrite_pm::CrashTarget;
 
 /// A buffer-manager error as a [`KvError`]: corruption as `Corrupt`, the
 /// rest as `Storage` (downcast to [`BufferError`] to tell them apart).
@@ -61,9 +60,4 @@ pub fn is_conflict(e: &KvError) -> bool {
     e.storage_error()
         .and_then(|s| s.downcast_ref::<BufferError>())
         .is_some_and(|b| matches!(b, BufferError::Conflict { .. }))
-}
-
-/// Crash-test targets of this crate, for `ferrite crash-test`.
-pub fn crash_targets() -> Vec<(&'static str, CrashTarget)> {
-    vec![("buffer", crash::buffer_target as CrashTarget)]
 }

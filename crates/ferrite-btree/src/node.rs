@@ -132,6 +132,12 @@ pub fn header(g: &mut PageGuard<'_>) -> Result<Header> {
 pub fn slot(g: &mut PageGuard<'_>, h: &Header, i: usize) -> Result<Slot> {
     let ps = g.page_size();
     let b = g.read(SLOTS + i * SLOT, SLOT)?;
+    decode_slot(b, h, i, ps).map_err(|d| bad(g, d))
+}
+
+/// Decodes and checks a slot's 8 bytes.
+#[inline]
+fn decode_slot(b: &[u8], h: &Header, i: usize, ps: usize) -> std::result::Result<Slot, String> {
     let s = Slot {
         off: u16::from_le_bytes([b[0], b[1]]) as usize,
         klen: u16::from_le_bytes([b[2], b[3]]) as usize,
@@ -142,12 +148,47 @@ pub fn slot(g: &mut PageGuard<'_>, h: &Header, i: usize) -> Result<Slot> {
         || s.off + min_cell + s.klen > ps
         || (h.level > 0 && !s.off.is_multiple_of(8))
     {
-        return Err(bad(
-            g,
-            format!("slot {i}: cell at {} with a {}-byte key", s.off, s.klen),
+        return Err(format!(
+            "slot {i}: cell at {} with a {}-byte key",
+            s.off, s.klen
         ));
     }
     Ok(s)
+}
+
+/// `lower_bound` on a whole page in memory (the fast path: no residency
+/// checks per probe).
+fn lower_bound_page(
+    page: &[u8],
+    h: &Header,
+    k: &[u8],
+    strict: bool,
+) -> std::result::Result<usize, String> {
+    let kh = head(k);
+    let ps = page.len();
+    let (mut lo, mut hi) = (0, h.count);
+    let koff = if h.level == 0 { 2 } else { 8 };
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let at = SLOTS + mid * SLOT;
+        let s = decode_slot(&page[at..at + SLOT], h, mid, ps)?;
+        let c = if s.head != kh {
+            s.head.cmp(&kh)
+        } else {
+            page[s.off + koff..s.off + koff + s.klen].cmp(k)
+        };
+        let go_right = if strict {
+            c != Ordering::Greater
+        } else {
+            c == Ordering::Less
+        };
+        if go_right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }
 
 /// The key of slot `s`.
@@ -167,6 +208,10 @@ fn cmp_slot(g: &mut PageGuard<'_>, h: &Header, i: usize, k: &[u8], kh: u32) -> R
 
 /// First slot whose key is >= `k` (or > `k` when `strict`).
 pub fn lower_bound(g: &mut PageGuard<'_>, h: &Header, k: &[u8], strict: bool) -> Result<usize> {
+    if g.is_full() {
+        let page = g.full()?;
+        return lower_bound_page(page, h, k, strict).map_err(|d| bad(g, d));
+    }
     let kh = head(k);
     let (mut lo, mut hi) = (0, h.count);
     while lo < hi {

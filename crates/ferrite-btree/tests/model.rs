@@ -275,3 +275,32 @@ fn each_technique_off_matches_a_btreemap() {
         run(c, 6000, 100 + i as u64);
     }
 }
+
+/// A clean close is a checkpoint: the next open redoes and undoes nothing
+/// and finds every record.
+#[test]
+fn a_clean_close_needs_no_redo() {
+    for d in Design::ALL {
+        let mut st = Store::new(small(d));
+        let db = st.open();
+        let t = db.tree("t").unwrap();
+        let mut m = BTreeMap::new();
+        for i in 0..3000u64 {
+            let (k, v) = (key(i), i.to_le_bytes().to_vec());
+            t.upsert(&k, &v).unwrap();
+            m.insert(k, v);
+        }
+        db.close().unwrap();
+        drop(t);
+        st.crash(db);
+        let db = st.open();
+        let r = db.restart_report().clone();
+        assert_eq!(
+            (r.records_redone, r.lines_redone, r.losers, r.log_records),
+            (0, 0, 0, 1),
+            "{}: {r:?}",
+            d.name()
+        );
+        compare(&db.tree("t").unwrap(), &m);
+    }
+}

@@ -16,7 +16,7 @@ pub const MINI_SLOTS: usize = 16;
 /// DRAM a mini frame occupies (its 16 lines and its share of the descriptor).
 pub const MINI_FRAME_BYTES: u64 = (MINI_SLOTS * LINE + LINE) as u64;
 /// Default bytes per WAL segment (each of the two logs has two).
-pub const DEFAULT_WAL_SEGMENT: usize = 16 << 20;
+pub const DEFAULT_WAL_SEGMENT: usize = 32 << 20;
 
 /// The techniques of the thesis's chapter 2, each switchable so that an
 /// evaluation can isolate it.
@@ -202,22 +202,6 @@ impl Design {
     }
 }
 
-/// A deliberately broken protocol step, for the crash tests' tripwires (they
-/// must find violations with it). Never set outside tests.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tripwire {
-    /// A commit returns without forcing the log.
-    SkipCommitForce,
-    /// A page is written to PM or SSD without forcing the log records that
-    /// changed it (the write-ahead rule broken).
-    SkipWalRule,
-    /// PM eviction clears the frame before the page written to SSD is synced.
-    InvalidateBeforeSsdSync,
-    /// Restart skips the undo of loser transactions.
-    SkipUndo,
-}
-
 /// Everything that shapes a buffer manager. Build one with [`Design::config`]
 /// (or `Default`, the three-tier design with small capacities) and adjust.
 #[derive(Debug, Clone, PartialEq)]
@@ -246,8 +230,6 @@ pub struct BufferConfig {
     pub wal_segment_bytes: usize,
     /// Count writes per PM frame cache line (thesis Fig. 16).
     pub track_pm_line_writes: bool,
-    #[doc(hidden)]
-    pub tripwire: Option<Tripwire>,
 }
 
 impl Default for BufferConfig {
@@ -265,7 +247,6 @@ impl Default for BufferConfig {
             pm_eviction_batch: 16,
             wal_segment_bytes: DEFAULT_WAL_SEGMENT,
             track_pm_line_writes: false,
-            tripwire: None,
         }
     }
 }

@@ -7,7 +7,9 @@ use std::sync::atomic::Ordering;
 use ferrite_pm::AlignedBuf;
 
 use crate::access::is_mini;
-use crate::config::{Tripwire, LINE};
+use crate::config::LINE;
+use ferrite_pm::tripwire::{armed, Tripwire};
+
 use crate::error::{BufferError, Result};
 use crate::frame::{Fid, NO_FRAME, NO_PARENT, RESIDENT};
 use crate::manager::BufferManager;
@@ -232,7 +234,7 @@ impl BufferManager {
 
     /// The WAL rule: the log is durable up to the frame's last change.
     fn wal_rule(&self, lsn: u64) -> Result<()> {
-        if self.cfg.tripwire == Some(Tripwire::SkipWalRule) {
+        if armed(Tripwire::BufferSkipWalRule) {
             return Ok(());
         }
         self.wal.force(lsn)
@@ -274,7 +276,7 @@ impl BufferManager {
                     (0..lines as u16).collect()
                 };
                 self.pm
-                    .write_lines(pmf, img.as_slice(), &write, lsn, None)?;
+                    .write_lines(pmf, img.as_slice(), &write, lsn, None, true)?;
                 self.clear_dirty(fid, false);
             }
             self.pm.descs[pmf as usize]
@@ -295,22 +297,30 @@ impl BufferManager {
         }
         let has_pm = self.pm.frames() > 0;
         // To PM when there is no SSD, or (eviction) when admitted.
-        let to_pm = has_pm
-            && match (&self.admission, &self.ssd) {
+        // To PM when there is no SSD, or (eviction) when admitted; a checkpoint
+        // writes a page to PM when a PM frame is free (PM is faster than SSD
+        // and the page then restarts from PM), else to SSD.
+        let frame = if !has_pm {
+            None
+        } else if !evict && self.ssd.is_some() {
+            self.pm.take_free()
+        } else {
+            let admit = match (&self.admission, &self.ssd) {
                 (_, None) => true,
-                _ if !evict => false,
                 (Some(a), Some(_)) => a.consider(pid),
                 (None, Some(_)) => true,
             };
-        // No PM frame can be freed (all back DRAM pages): the page goes to SSD.
-        let frame = if to_pm {
-            match self.alloc_pm_frame() {
-                Ok(f) => Some(f),
-                Err(BufferError::BufferFull(_)) if self.ssd.is_some() => None,
-                Err(e) => return Err(e),
+            if admit {
+                // No PM frame can be freed (all back DRAM pages): the page goes
+                // to SSD.
+                match self.alloc_pm_frame() {
+                    Ok(f) => Some(f),
+                    Err(BufferError::BufferFull(_)) if self.ssd.is_some() => None,
+                    Err(e) => return Err(e),
+                }
+            } else {
+                None
             }
-        } else {
-            None
         };
         if let Some(f) = frame {
             if let Err(e) = self.wal_rule(lsn) {
@@ -489,7 +499,7 @@ impl BufferManager {
     fn evict_pm_write(&self, batch: &[(u32, u64)]) -> Result<()> {
         let ssd = self.ssd.as_ref().expect("checked by the caller");
         let ps = self.cfg.page_size;
-        let early = self.cfg.tripwire == Some(Tripwire::InvalidateBeforeSsdSync);
+        let early = armed(Tripwire::BufferInvalidateBeforeSync);
         for &(f, pid) in batch {
             if self.pm.descs[f as usize].newer.load(Ordering::Relaxed) {
                 // SAFETY: the frame is latched exclusive; its data is a page.

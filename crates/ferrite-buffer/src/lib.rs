@@ -41,12 +41,13 @@ mod stats;
 mod swip;
 mod table;
 mod txn;
+mod verify;
 mod wal;
 
 pub use access::PageGuard;
 pub use config::{
-    BufferConfig, Design, Techniques, Tripwire, DEFAULT_PAGE_SIZE, LINE, MAX_PAGE_SIZE,
-    MINI_FRAME_BYTES, MINI_SLOTS, MIN_PAGE_SIZE,
+    BufferConfig, Design, Techniques, DEFAULT_PAGE_SIZE, LINE, MAX_PAGE_SIZE, MINI_FRAME_BYTES,
+    MINI_SLOTS, MIN_PAGE_SIZE,
 };
 pub use error::{BufferError, Result};
 pub use frame::LineMask;
@@ -62,5 +63,6 @@ pub use ssd::{
 pub use stats::BufferStats;
 pub use swip::{Swip, MAX_PID, SWIZZLED};
 pub use txn::Txn;
+pub use verify::verify_pm;
 pub use wal::record::{UndoEntry, KIND_CHECKPOINT, KIND_COMMIT, KIND_END, KIND_UPDATE};
 pub use wal::WAL_KIND;

@@ -12,7 +12,7 @@ use crate::access::{is_mini, mini_pos, Loc, Overlay, PageGuard};
 use crate::admission::AdmissionSet;
 use crate::config::{BufferConfig, LINE, MINI_SLOTS};
 use crate::error::{BufferError, Result};
-use crate::frame::{DramTier, Fid, FullState, LineMask, LOADING, MINI_BIT, NO_FRAME, RESIDENT};
+use crate::frame::{DramTier, Fid, FullState, LineMask, LOADING, NO_FRAME, RESIDENT};
 use crate::latch::{Latch, Mode};
 use crate::pm::PmTier;
 use crate::registry::Registry;
@@ -273,6 +273,31 @@ impl BufferManager {
                 return Ok(g);
             }
         }
+    }
+
+    /// [`BufferManager::fix`] for a pinned page (a tree's root) whose DRAM
+    /// frame the caller caches in `hint`: the frame is latched directly when it
+    /// still holds the page, which saves the page-table lookup.
+    pub fn fix_pinned(&self, hint: &AtomicU32, pid: u64, mode: Mode) -> Result<PageGuard<'_>> {
+        if let Some(d) = &self.dram {
+            let fid = hint.load(Ordering::Relaxed);
+            if fid != NO_FRAME && d.valid(fid) && !is_mini(fid) {
+                let c = d.common(fid);
+                lock(&c.latch, mode);
+                if c.holds(pid) && c.pinned.load(Ordering::Relaxed) {
+                    // SAFETY: latched above; a pinned full frame is whole (roots
+                    // are fixed whole when pinned).
+                    if unsafe { d.full_frame(fid).st() }.all_resident {
+                        return Ok(self.guard(Loc::Full(fid), pid, mode));
+                    }
+                }
+                // SAFETY: locked above.
+                unsafe { unlock(&c.latch, mode) };
+            }
+        }
+        let g = self.fix(pid, mode, Hint::Whole)?;
+        hint.store(g.fid().unwrap_or(NO_FRAME), Ordering::Relaxed);
+        Ok(g)
     }
 
     /// Turns a guard on a partly resident page into one on a whole page;
@@ -585,10 +610,14 @@ impl BufferManager {
     /// evictor's exclusive latch).
     pub(crate) fn unswizzle_at(&self, parent: &PageGuard<'_>, off: usize) -> Result<()> {
         let w = parent.swip(off)?;
-        let v = w.load(Ordering::Acquire);
-        if let Swip::Frame(fid) = Swip::decode(v) {
+        loop {
+            let v = w.load(Ordering::Acquire);
+            let Swip::Frame(fid) = Swip::decode(v) else {
+                return Ok(());
+            };
             let pid = self.frame_pid(fid)?;
-            // An evictor may unswizzle it concurrently: one of us wins.
+            // An evictor may unswizzle it concurrently, or a promotion redirect
+            // it to a full frame: one compare-and-swap wins, then look again.
             if w.compare_exchange(v, pid, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
@@ -602,9 +631,9 @@ impl BufferManager {
                         .fetch_sub(1, Ordering::AcqRel);
                 }
                 self.counters.unswizzles.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
             }
         }
-        Ok(())
     }
 
     /// The checked swip offsets of a (whole) page.
@@ -762,17 +791,14 @@ impl BufferManager {
             {
                 f.c.parent.store(code, Ordering::Release);
                 f.c.swizzled.store(true, Ordering::Release);
-            } else {
-                return Err(BufferError::Invalid(format!(
-                    "page {pid}: the parent's swip no longer names its mini frame"
-                )));
             }
+            // Otherwise the swip was unswizzled meanwhile: the page is simply
+            // not swizzled any more.
         }
         dram.counters.promotions.fetch_add(1, Ordering::Relaxed);
         crate::latch::note_exclusive(mini, false);
         crate::latch::note_exclusive(full, true);
         dram.release(mini);
-        let _ = MINI_BIT;
         Ok(full)
     }
 

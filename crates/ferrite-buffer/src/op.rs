@@ -8,7 +8,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use crate::access::{Loc, PageGuard};
-use crate::config::Tripwire;
+use ferrite_pm::tripwire::{armed, Tripwire};
+
 use crate::error::{BufferError, Result};
 use crate::latch::Mode;
 use crate::manager::{BufferManager, Hint};
@@ -237,7 +238,7 @@ impl<'a> Op<'a> {
         let lsn = self.commit_lsn.take();
         drop(self);
         if let Some(lsn) = lsn {
-            if bm.cfg.tripwire != Some(Tripwire::SkipCommitForce) {
+            if !armed(Tripwire::BufferSkipCommitForce) {
                 bm.wal.force(lsn)?;
             }
         }
@@ -369,7 +370,7 @@ impl BufferManager {
                 fr.c.max_lsn.fetch_max(lsn, Ordering::AcqRel);
             }
             Loc::Pm(f) => {
-                if !*forced && self.cfg.tripwire != Some(Tripwire::SkipWalRule) {
+                if !*forced && !armed(Tripwire::BufferSkipWalRule) {
                     self.wal.force(lsn)?;
                     *forced = true;
                 }
@@ -379,8 +380,9 @@ impl BufferManager {
                     .overlay
                     .as_ref()
                     .expect("PM-direct writes go to the overlay");
+                let fence = !self.redoing.load(Ordering::Relaxed);
                 self.pm
-                    .write_lines(f, ov.buf.as_slice(), &lines, lsn, publish)?;
+                    .write_lines(f, ov.buf.as_slice(), &lines, lsn, publish, fence)?;
             }
         }
         g.touched.clear();
@@ -523,7 +525,7 @@ impl BufferManager {
     /// Commits `txn`: its commit record is durable when this returns.
     pub fn commit(&self, txn: &Txn) -> Result<()> {
         let (lsn, wrote) = self.append_small(record::commit(txn.id), &txn.inner, txn.id, true)?;
-        if wrote && self.cfg.tripwire != Some(Tripwire::SkipCommitForce) {
+        if wrote && !armed(Tripwire::BufferSkipCommitForce) {
             self.wal.force(lsn)?;
         }
         Ok(())

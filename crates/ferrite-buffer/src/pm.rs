@@ -360,8 +360,9 @@ impl PmTier {
     }
 
     /// Writes the given lines of `page` into frame `f` in place and updates the
-    /// header's LSN and flags; one barrier. `publish` names the page in the
-    /// header too (PM-direct pages written for the first time).
+    /// header's LSN and flags; one barrier (none with `fence: false`: restart's
+    /// redo fences once at its end). `publish` names the page in the header
+    /// too (PM-direct pages written for the first time).
     pub fn write_lines(
         &self,
         f: u32,
@@ -369,6 +370,7 @@ impl PmTier {
         lines: &[u16],
         lsn: u64,
         publish: Option<u64>,
+        fence: bool,
     ) -> Result<()> {
         let base = self.data(f);
         for &l in lines {
@@ -379,7 +381,9 @@ impl PmTier {
             self.pool.flush(unsafe { base.add(off) }, LINE);
         }
         self.write_header(f, publish, lsn, true);
-        self.pool.fence()?;
+        if fence {
+            self.pool.fence()?;
+        }
         let d = &self.descs[f as usize];
         d.newer.store(true, Ordering::Relaxed);
         if let Some(pid) = publish {

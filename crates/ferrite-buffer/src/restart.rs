@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::config::{Tripwire, LINE};
+use crate::config::LINE;
+use ferrite_pm::tripwire::{armed, Tripwire};
+
 use crate::error::{BufferError, Result};
 use crate::latch::Mode;
 use crate::manager::{BufferManager, Hint};
@@ -158,6 +160,8 @@ pub(crate) fn restart(bm: &Arc<BufferManager>, started: Instant) -> Result<Resta
     })();
     bm.redoing.store(false, Ordering::Release);
     r?;
+    // PM-direct redo wrote frames without a barrier each: one for all.
+    bm.pm.fence()?;
     rep.pages_redone = pages.len() as u64;
     rep.redo = t.elapsed();
 
@@ -176,7 +180,7 @@ pub(crate) fn restart(bm: &Arc<BufferManager>, started: Instant) -> Result<Resta
         rep.ops_undone += undo.len() as u64;
         inners.push((id, bm.txns.register(id, undo)));
     }
-    if bm.cfg.tripwire != Some(Tripwire::SkipUndo) {
+    if !armed(Tripwire::BufferSkipUndo) {
         for (id, inner) in &inners {
             bm.abort_inner(*id, inner)?;
         }

@@ -9,7 +9,11 @@
 //! history file, [`HistoryWriter`] writes them, and [`check`] builds and runs
 //! the checker and returns its [`Summary`].
 
+pub mod client;
+pub mod cluster;
+pub mod history;
 pub mod proxy;
+pub mod run;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -260,6 +260,5 @@ mod tests {
         let mut e2 = TcpStream::connect(p.addr()).unwrap();
         e2.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         assert_eq!(roundtrip(&mut e2, b"again").unwrap(), b"again");
-        assert!(p.forwarded() >= 20);
     }
 }

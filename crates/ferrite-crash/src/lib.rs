@@ -7,6 +7,7 @@
 //!
 //! This crate is a tool: no library crate depends on it.
 
+pub mod buffer;
 pub mod elf;
 pub mod index;
 pub mod index_race;

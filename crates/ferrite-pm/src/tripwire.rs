@@ -37,10 +37,20 @@ pub enum Tripwire {
     /// Index: a single-key write that overlapped a write batch is acknowledged
     /// without waiting for the batch's log to be retired.
     IndexBatchNoWait,
+    /// Buffer manager: a commit returns without forcing the log.
+    BufferSkipCommitForce,
+    /// Buffer manager: a page is written to PM or SSD before the log records
+    /// that changed it are durable (the write-ahead rule broken).
+    BufferSkipWalRule,
+    /// Buffer manager: PM eviction clears a frame before the page it wrote to
+    /// SSD is synced.
+    BufferInvalidateBeforeSync,
+    /// Buffer manager: restart does not undo loser transactions.
+    BufferSkipUndo,
 }
 
 impl Tripwire {
-    pub const ALL: [Tripwire; 8] = [
+    pub const ALL: [Tripwire; 12] = [
         Tripwire::HeapNoLimbo,
         Tripwire::DirectoryStateFirst,
         Tripwire::LogSkipPayloadFlush,
@@ -49,6 +59,10 @@ impl Tripwire {
         Tripwire::ElfPublishBeforeFence,
         Tripwire::IndexSkipInsertFlush,
         Tripwire::IndexBatchNoWait,
+        Tripwire::BufferSkipCommitForce,
+        Tripwire::BufferSkipWalRule,
+        Tripwire::BufferInvalidateBeforeSync,
+        Tripwire::BufferSkipUndo,
     ];
 
     pub fn name(self) -> &'static str {
@@ -61,6 +75,10 @@ impl Tripwire {
             Tripwire::ElfPublishBeforeFence => "elf.publish-before-fence",
             Tripwire::IndexSkipInsertFlush => "index.skip-insert-flush",
             Tripwire::IndexBatchNoWait => "index.batch-no-wait",
+            Tripwire::BufferSkipCommitForce => "buffer.skip-commit-force",
+            Tripwire::BufferSkipWalRule => "buffer.skip-wal-rule",
+            Tripwire::BufferInvalidateBeforeSync => "buffer.invalidate-before-sync",
+            Tripwire::BufferSkipUndo => "buffer.skip-undo",
         }
     }
 

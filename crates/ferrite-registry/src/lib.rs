@@ -207,6 +207,91 @@ fn open_index_dram(s: &KvSpec<'_>) -> KvResult<Opened> {
     })
 }
 
+fn verify_buffer(pool: &Pool, name: &str) -> Result<String, String> {
+    ferrite_buffer::verify_pm(pool, name).map_err(e)
+}
+
+/// Removes a temporary directory of SSD page files when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A buffer-manager B-tree of `design` in the harness's pool: PM frames take
+/// half the pool, DRAM a fifth of that (the thesis's 2 : 10 GB), SSD page
+/// files (in a temporary directory on the disk under `$TMPDIR`, removed
+/// afterwards) five times the PM tier.
+fn open_btree(s: &KvSpec<'_>, design: ferrite_buffer::Design) -> KvResult<Opened> {
+    use ferrite_buffer::Design;
+    let pool = s
+        .pool
+        .ok_or_else(|| ferrite_kv::KvError::Backend("the buffer manager needs a pool".into()))?;
+    let pm = pool.size() / 2;
+    let (dram, ssd) = match design {
+        Design::MainMemory => (pool.size(), 4 * pool.size()),
+        _ => (pm / 5, 5 * pm),
+    };
+    let mut cfg = design.config(dram.max(1 << 20), pm, ssd);
+    cfg.wal_segment_bytes = 8 << 20;
+    let dir = std::env::temp_dir().join(format!("ferrite-{}-{}-ssd", s.name, std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let guard = TempDir(dir.clone());
+    let backend: Option<std::sync::Arc<dyn ferrite_buffer::SsdBackend>> = if cfg.ssd_pages > 0 {
+        let d = ferrite_buffer::DirectFiles::open(&dir, cfg.page_size)
+            .map_err(|x| ferrite_kv::KvError::Backend(format!("{}: {x}", dir.display())))?;
+        Some(std::sync::Arc::new(d))
+    } else {
+        None
+    };
+    let db = ferrite_btree::Database::open(pool, s.name, backend, cfg)?;
+    let tree = db.tree("kv")?;
+    let r = db.restart_report().clone();
+    let mut notes = db.buffer().describe();
+    if !r.created {
+        notes.push(format!(
+            "restart: page table from {} PM frames in {:.1} ms, {} records redone in {:.1} ms, {} losers undone",
+            r.pm_frames_scanned,
+            r.page_table_rebuild.as_secs_f64() * 1e3,
+            r.records_redone,
+            r.redo.as_secs_f64() * 1e3,
+            r.losers
+        ));
+    }
+    let bm = db.buffer().clone();
+    Ok(Opened {
+        kv: std::sync::Arc::new(tree),
+        memory: Box::new(move || {
+            let _keep = &guard;
+            let st = bm.stats();
+            let c = bm.config();
+            MemoryUse {
+                dram_bytes: st.dram_used_bytes,
+                pm_bytes: st.pm_frames_used * (c.page_size as u64 + 64),
+            }
+        }),
+        notes,
+    })
+}
+
+fn open_btree_three_tier(s: &KvSpec<'_>) -> KvResult<Opened> {
+    open_btree(s, ferrite_buffer::Design::ThreeTier)
+}
+fn open_btree_main_memory(s: &KvSpec<'_>) -> KvResult<Opened> {
+    open_btree(s, ferrite_buffer::Design::MainMemory)
+}
+fn open_btree_pm_direct(s: &KvSpec<'_>) -> KvResult<Opened> {
+    open_btree(s, ferrite_buffer::Design::PmDirect)
+}
+fn open_btree_basic_pm(s: &KvSpec<'_>) -> KvResult<Opened> {
+    open_btree(s, ferrite_buffer::Design::BasicPm)
+}
+fn open_btree_ssd_bm(s: &KvSpec<'_>) -> KvResult<Opened> {
+    open_btree(s, ferrite_buffer::Design::SsdBm)
+}
+
 // ----- the registry ----------------------------------------------------------------------
 
 static STRUCTURES: &[Structure] = &[
@@ -322,6 +407,64 @@ static STRUCTURES: &[Structure] = &[
                 about: "Ferrite's index in DRAM, no write-back or fences",
                 needs_pool: false,
                 open: open_index_dram,
+            },
+        ],
+    },
+    Structure {
+        name: "buffer",
+        object_type: Some(ferrite_buffer::BUFFER_TYPE),
+        about: "three-tier DRAM/PM/SSD buffer manager with a B+-tree, WAL in PM, ARIES restart",
+        verify: Some(verify_buffer),
+        crash_tests: &[
+            CrashTest {
+                name: "buffer",
+                run: crash::buffer::buffer_target,
+                config: default_config,
+                tripwire: Tripwire::BufferSkipUndo,
+            },
+            CrashTest {
+                name: "buffer-pm-direct",
+                run: crash::buffer::pm_direct_target,
+                config: default_config,
+                tripwire: Tripwire::BufferSkipWalRule,
+            },
+            CrashTest {
+                name: "buffer-ssd-bm",
+                run: crash::buffer::ssd_bm_target,
+                config: default_config,
+                tripwire: Tripwire::BufferSkipCommitForce,
+            },
+        ],
+        kv: &[
+            KvVariant {
+                name: "btree-three-tier",
+                about: "B+-tree on the three-tier buffer manager (DRAM, PM, SSD; every technique)",
+                needs_pool: true,
+                open: open_btree_three_tier,
+            },
+            KvVariant {
+                name: "btree-main-memory",
+                about: "the same B+-tree with every page in DRAM (SSD for checkpoints)",
+                needs_pool: true,
+                open: open_btree_main_memory,
+            },
+            KvVariant {
+                name: "btree-pm-direct",
+                about: "the same B+-tree updated in place in PM after the log force",
+                needs_pool: true,
+                open: open_btree_pm_direct,
+            },
+            KvVariant {
+                name: "btree-basic-pm",
+                about: "the same B+-tree on a page-grained DRAM/PM buffer manager over SSD",
+                needs_pool: true,
+                open: open_btree_basic_pm,
+            },
+            KvVariant {
+                name: "btree-ssd-bm",
+                about: "the same B+-tree on a DRAM/SSD buffer manager",
+                needs_pool: true,
+                open: open_btree_ssd_bm,
             },
         ],
     },

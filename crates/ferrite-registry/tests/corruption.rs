@@ -230,6 +230,55 @@ fn exercise_elf(p: &Pool) -> Result<(), String> {
     Ok(())
 }
 
+/// A buffer-manager store entirely in the pool: PM-direct (no SSD files),
+/// small pages and logs.
+fn buffer_config() -> ferrite_buffer::BufferConfig {
+    let mut c = ferrite_buffer::Design::PmDirect.config_paged(1024, 0, 200 * (1024 + 64), 0);
+    c.wal_segment_bytes = 40 << 10;
+    c
+}
+
+fn fill_buffer(p: &Pool) {
+    let db = ferrite_btree::Database::open(p, "subject", None, buffer_config()).unwrap();
+    let t = db.tree("t").unwrap();
+    for i in 0..400u64 {
+        t.upsert(
+            &(i * 7919).to_be_bytes(),
+            &vec![i as u8; 1 + (i as usize * 13) % 90],
+        )
+        .unwrap();
+        if i == 200 {
+            db.checkpoint().unwrap();
+        }
+    }
+    for i in 0..50u64 {
+        t.remove(&(i * 3 * 7919).to_be_bytes()).unwrap();
+    }
+    // A transaction left running: restart undoes it.
+    let tx = db.begin();
+    tx.upsert(&t, b"uncommitted", b"x").unwrap();
+    std::mem::forget(tx);
+}
+
+fn exercise_buffer(p: &Pool) -> Result<(), String> {
+    let db = ferrite_btree::Database::open(p, "subject", None, buffer_config()).map_err(e)?;
+    db.check()?;
+    let t = db.tree("t").map_err(e)?;
+    let mut n = 0;
+    t.scan(&[], usize::MAX, &mut |_, _| n += 1).map_err(e)?;
+    let mut c = t.cursor().map_err(e)?;
+    let mut back = 0;
+    let mut cur = c.last().map_err(e)?;
+    while cur.is_some() && back <= n {
+        back += 1;
+        cur = c.prev().map_err(e)?;
+    }
+    t.upsert(b"after", b"corruption").map_err(e)?;
+    t.remove(&7919u64.to_be_bytes()).map_err(e)?;
+    db.checkpoint().map_err(e)?;
+    Ok(())
+}
+
 const SUBJECTS: &[Subject] = &[
     Subject {
         name: "index",
@@ -264,6 +313,13 @@ const SUBJECTS: &[Subject] = &[
         object: ferrite_elf::layout::OBJECT_TYPE,
         fill: fill_elf,
         exercise: exercise_elf,
+        vital: root0,
+    },
+    Subject {
+        name: "buffer",
+        object: ferrite_buffer::BUFFER_TYPE,
+        fill: fill_buffer,
+        exercise: exercise_buffer,
         vital: root0,
     },
 ];
@@ -475,6 +531,11 @@ fn inplace() {
 #[test]
 fn elf() {
     fuzz(&SUBJECTS[4]);
+}
+
+#[test]
+fn buffer() {
+    fuzz(&SUBJECTS[5]);
 }
 
 #[test]

@@ -96,8 +96,26 @@ fn index_batch_race() {
 }
 
 #[test]
+fn buffer() {
+    passes("buffer", 10_000);
+}
+
+#[test]
+fn buffer_pm_direct() {
+    passes("buffer-pm-direct", 5_000);
+}
+
+#[test]
+fn buffer_ssd_bm() {
+    passes("buffer-ssd-bm", 5_000);
+}
+
+#[test]
 fn every_target_is_in_this_suite() {
     let here = [
+        "buffer",
+        "buffer-pm-direct",
+        "buffer-ssd-bm",
         "allocator",
         "directory",
         "log",
@@ -123,6 +141,9 @@ fn tripwires_are_caught() {
         ("elf", 300),
         ("index", 400),
         ("index-batch-race", 6),
+        ("buffer", 220),
+        ("buffer-pm-direct", 220),
+        ("buffer-ssd-bm", 220),
     ] {
         caught(name, ops);
     }

@@ -30,6 +30,8 @@ pub(crate) struct TreeInner {
     pub label: String,
     pub max_key: usize,
     pub max_value: usize,
+    /// The root's DRAM frame (it is pinned), to skip the page table.
+    pub root_frame: std::sync::atomic::AtomicU32,
 }
 
 /// A latched leaf and (unless the leaf is the root) its parent, latched shared.
@@ -63,13 +65,26 @@ impl TreeInner {
         leaf_mode: Mode,
         hint: Hint,
     ) -> Result<LeafPath<'a>> {
+        self.descend_with(bm, route, leaf_mode, hint, false)
+    }
+
+    /// [`TreeInner::descend`], also returning the leaf's key range when
+    /// `bounds` (scans and cursors need it; point operations do not).
+    pub(crate) fn descend_with<'a>(
+        &self,
+        bm: &'a BufferManager,
+        route: Route<'_>,
+        leaf_mode: Mode,
+        hint: Hint,
+        bounds: bool,
+    ) -> Result<LeafPath<'a>> {
         loop {
-            let mut g = bm.fix(self.root, Mode::Shared, Hint::Whole)?;
+            let mut g = bm.fix_pinned(&self.root_frame, self.root, Mode::Shared)?;
             let mut h = node::header(&mut g)?;
             if h.level == 0 {
                 if leaf_mode == Mode::Exclusive {
                     drop(g);
-                    g = bm.fix(self.root, Mode::Exclusive, Hint::Whole)?;
+                    g = bm.fix_pinned(&self.root_frame, self.root, Mode::Exclusive)?;
                     if node::header(&mut g)?.level != 0 {
                         continue;
                     }
@@ -84,11 +99,11 @@ impl TreeInner {
             let (mut lower, mut upper): (Option<Vec<u8>>, Option<Vec<u8>>) = (None, None);
             loop {
                 let (j, off) = pick(&mut g, &h, route)?;
-                if j > 0 {
+                if bounds && j > 0 {
                     let s = node::slot(&mut g, &h, j - 1)?;
                     lower = Some(node::key(&mut g, &h, &s)?.to_vec());
                 }
-                if j < h.count {
+                if bounds && j < h.count {
                     let s = node::slot(&mut g, &h, j)?;
                     upper = Some(node::key(&mut g, &h, &s)?.to_vec());
                 }
@@ -128,7 +143,7 @@ impl TreeInner {
 
     /// Latches the root exclusive.
     pub(crate) fn root_x<'a>(&self, bm: &'a BufferManager) -> Result<PageGuard<'a>> {
-        bm.fix(self.root, Mode::Exclusive, Hint::Whole)
+        bm.fix_pinned(&self.root_frame, self.root, Mode::Exclusive)
     }
 }
 

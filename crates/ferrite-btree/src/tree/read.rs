@@ -61,7 +61,7 @@ impl TreeInner {
         out: &mut Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<Option<Vec<u8>>> {
         let _r = bm.reader();
-        let mut p = self.descend(bm, Route::Key(from), Mode::Shared, Hint::Whole)?;
+        let mut p = self.descend_with(bm, Route::Key(from), Mode::Shared, Hint::Whole, true)?;
         let g = &mut p.leaf;
         let h = node::header(g)?;
         let pos = node::lower_bound(g, &h, from, strict)?;
@@ -135,7 +135,7 @@ impl TreeInner {
                 Some(k) => Route::Before(k),
                 None => Route::Last,
             };
-            let mut p = self.descend(bm, route, Mode::Shared, Hint::Whole)?;
+            let mut p = self.descend_with(bm, route, Mode::Shared, Hint::Whole, true)?;
             let g = &mut p.leaf;
             let h = node::header(g)?;
             let idx = match &bound {

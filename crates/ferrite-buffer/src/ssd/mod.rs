@@ -46,6 +46,24 @@ pub trait SsdBackend: Send + Sync {
     fn describe(&self) -> String;
 }
 
+impl<B: SsdBackend + ?Sized> SsdBackend for std::sync::Arc<B> {
+    fn pread(&self, file: u32, off: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        (**self).pread(file, off, buf)
+    }
+    fn pwrite(&self, file: u32, off: u64, buf: &[u8]) -> std::io::Result<usize> {
+        (**self).pwrite(file, off, buf)
+    }
+    fn fdatasync(&self, file: u32) -> std::io::Result<()> {
+        (**self).fdatasync(file)
+    }
+    fn path(&self, file: u32) -> PathBuf {
+        (**self).path(file)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
 /// Counters of the SSD tier.
 #[derive(Debug, Default)]
 pub(crate) struct SsdCounters {

@@ -1,0 +1,255 @@
+//! A cluster of `ferrite serve` processes on loopback whose replica-to-replica
+//! links all go through fault-injecting proxies ([`crate::proxy`]), with the
+//! process faults a harness needs: `kill -9` and restart from the pool,
+//! `SIGSTOP`/`SIGCONT`, restart of every replica at once.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::proxy::{Link, Proxy};
+
+/// How to run the replicas.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// The `ferrite` binary.
+    pub bin: PathBuf,
+    /// Where pools and logs go (created; the caller removes it).
+    pub dir: PathBuf,
+    pub replicas: usize,
+    /// `list`, `btree` or `wal`.
+    pub store: String,
+    /// Extra arguments for every `ferrite serve` (e.g. timing, secrets).
+    pub extra: Vec<String>,
+}
+
+struct Replica {
+    id: u64,
+    client: SocketAddr,
+    peer: SocketAddr,
+    /// This replica's view of the others: peer id -> proxy address.
+    peers: BTreeMap<u64, SocketAddr>,
+    child: Option<Child>,
+    paused: bool,
+}
+
+/// A running cluster. Dropping it kills every replica (the caller deletes
+/// `dir`).
+pub struct Cluster {
+    spec: ClusterSpec,
+    replicas: Vec<Replica>,
+    /// (from, to) -> the proxy `from` uses to reach `to`.
+    links: BTreeMap<(u64, u64), Proxy>,
+}
+
+fn free_port() -> std::io::Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    l.local_addr()
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on the pid of a child this process spawned and has not
+    // yet waited for; it has no memory effects.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, sig);
+    }
+}
+
+impl Cluster {
+    /// Starts every replica (ids 1..=n) with proxies on all links.
+    pub fn start(spec: ClusterSpec) -> std::io::Result<Cluster> {
+        std::fs::create_dir_all(&spec.dir)?;
+        let ids: Vec<u64> = (1..=spec.replicas as u64).collect();
+        let mut replicas = Vec::new();
+        for &id in &ids {
+            replicas.push(Replica {
+                id,
+                client: free_port()?,
+                peer: free_port()?,
+                peers: BTreeMap::new(),
+                child: None,
+                paused: false,
+            });
+        }
+        let mut links = BTreeMap::new();
+        for from in &ids {
+            for to in &ids {
+                if from == to {
+                    continue;
+                }
+                let target = replicas[(*to - 1) as usize].peer;
+                let p = Proxy::start(target)?;
+                replicas[(*from - 1) as usize].peers.insert(*to, p.addr());
+                links.insert((*from, *to), p);
+            }
+        }
+        let mut c = Cluster {
+            spec,
+            replicas,
+            links,
+        };
+        for i in 0..c.replicas.len() {
+            c.spawn(i)?;
+        }
+        Ok(c)
+    }
+
+    fn pool_path(&self, id: u64) -> PathBuf {
+        let name = if self.spec.store == "wal" {
+            format!("replica-{id}")
+        } else {
+            format!("replica-{id}.pool")
+        };
+        self.spec.dir.join(name)
+    }
+
+    fn spawn(&mut self, i: usize) -> std::io::Result<()> {
+        let r = &self.replicas[i];
+        let peers: Vec<String> = r.peers.iter().map(|(id, a)| format!("{id}={a}")).collect();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.spec.dir.join(format!("replica-{}.log", r.id)))?;
+        let child = Command::new(&self.spec.bin)
+            .arg("serve")
+            .args(["--id", &r.id.to_string()])
+            .arg("--pool")
+            .arg(self.pool_path(r.id))
+            .args(["--listen", &r.client.to_string()])
+            .args(["--peer-listen", &r.peer.to_string()])
+            .args(["--peers", &peers.join(",")])
+            .args(["--store", &self.spec.store])
+            .args(&self.spec.extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log.try_clone()?))
+            .stderr(Stdio::from(log))
+            .spawn()?;
+        let r = &mut self.replicas[i];
+        r.child = Some(child);
+        r.paused = false;
+        Ok(())
+    }
+
+    pub fn ids(&self) -> Vec<u64> {
+        self.replicas.iter().map(|r| r.id).collect()
+    }
+
+    /// The client (RESP) address of replica `id`.
+    pub fn client_addr(&self, id: u64) -> SocketAddr {
+        self.replicas[(id - 1) as usize].client
+    }
+
+    pub fn is_running(&self, id: u64) -> bool {
+        self.replicas[(id - 1) as usize].child.is_some()
+    }
+
+    /// `kill -9` replica `id` (and reap it).
+    pub fn kill(&mut self, id: u64) {
+        let r = &mut self.replicas[(id - 1) as usize];
+        if let Some(mut c) = r.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        r.paused = false;
+    }
+
+    /// Restarts a killed replica from its pool.
+    pub fn restart(&mut self, id: u64) -> std::io::Result<()> {
+        if !self.is_running(id) {
+            self.spawn((id - 1) as usize)?;
+        }
+        Ok(())
+    }
+
+    /// `SIGSTOP` (`pause = true`) or `SIGCONT` replica `id`.
+    pub fn pause(&mut self, id: u64, pause: bool) {
+        let r = &mut self.replicas[(id - 1) as usize];
+        if let Some(c) = &r.child {
+            signal(c, if pause { libc::SIGSTOP } else { libc::SIGCONT });
+            r.paused = pause;
+        }
+    }
+
+    /// Kills every replica, then starts them all again.
+    pub fn restart_all(&mut self) -> std::io::Result<()> {
+        for id in self.ids() {
+            self.kill(id);
+        }
+        for id in self.ids() {
+            self.restart(id)?;
+        }
+        Ok(())
+    }
+
+    /// Cuts every link between `side` and the other replicas (both ways).
+    pub fn isolate(&mut self, side: &[u64], how: Link) {
+        for ((from, to), p) in &self.links {
+            if side.contains(from) != side.contains(to) {
+                p.set(how);
+            }
+        }
+    }
+
+    /// Restores every link, resumes paused replicas and restarts killed ones.
+    pub fn heal(&mut self) -> std::io::Result<()> {
+        for p in self.links.values() {
+            p.set(Link::Pass);
+        }
+        for id in self.ids() {
+            if self.replicas[(id - 1) as usize].paused {
+                self.pause(id, false);
+            }
+            self.restart(id)?;
+        }
+        Ok(())
+    }
+
+    /// Stops every replica with SIGTERM (graceful shutdown) and waits up to
+    /// `grace` for each; kills what is left. Returns the ids that had to be
+    /// killed.
+    pub fn stop(&mut self, grace: Duration) -> Vec<u64> {
+        let mut killed = Vec::new();
+        for r in &mut self.replicas {
+            if let Some(mut c) = r.child.take() {
+                if r.paused {
+                    signal(&c, libc::SIGCONT);
+                }
+                signal(&c, libc::SIGTERM);
+                let deadline = Instant::now() + grace;
+                loop {
+                    match c.try_wait() {
+                        Ok(Some(_)) => break,
+                        Ok(None) if Instant::now() < deadline => {
+                            std::thread::park_timeout(Duration::from_millis(20))
+                        }
+                        _ => {
+                            let _ = c.kill();
+                            let _ = c.wait();
+                            killed.push(r.id);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        killed
+    }
+
+    /// The directory holding pools and the replicas' logs.
+    pub fn dir(&self) -> &Path {
+        &self.spec.dir
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for id in self.ids() {
+            if self.replicas[(id - 1) as usize].paused {
+                self.pause(id, false);
+            }
+            self.kill(id);
+        }
+    }
+}
