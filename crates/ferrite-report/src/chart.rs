@@ -62,6 +62,14 @@ pub const INDEX_COLORS: &[(&str, &str)] = &[
     ("redb", "#2ca02c"),
     ("redb-nosync", "#98df8a"),
     ("best peer", "#7f7f7f"),
+    // The buffer manager's designs and its outside anchors (`ferrite bench buffer`).
+    ("main-memory", "#08519c"),
+    ("pm-direct", "#525252"),
+    ("basic-pm", "#6a3d9a"),
+    ("ssd-bm", "#a6761d"),
+    ("three-tier", "#e31a1c"),
+    ("lmdb", "#33a02c"),
+    ("sqlite", "#1b9e77"),
     ("the bar", "#222222"),
 ];
 

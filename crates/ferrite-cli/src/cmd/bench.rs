@@ -18,7 +18,7 @@ use ferrite_bench::{BenchError, BenchOutput};
 use ferrite_pm::persist;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::{elf, pmio};
+use super::{buffer, elf, pmio};
 use crate::util::parse_size;
 
 #[derive(Args)]
@@ -52,6 +52,11 @@ pub enum BenchWhat {
     Raft(super::raft_bench::RaftBenchArgs),
     /// The ferrite facade's cost over the index; the Python binding vs dict, LMDB, sqlite3
     Facade(FacadeArgs),
+    /// Buffer manager: the thesis's five designs on YCSB and TPC-C, its figures, LMDB/SQLite anchors
+    Buffer(Box<buffer::BufferBenchArgs>),
+    /// The buffer benchmark's anchor child process (internal)
+    #[command(name = "buffer-anchor", hide = true)]
+    BufferAnchor(buffer::AnchorChildArgs),
 }
 
 #[derive(Args, Debug)]
@@ -345,6 +350,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
             }
             finish(out, &a.io, "facade")
         }
+        Some(BenchWhat::Buffer(a)) => buffer::run(*a),
+        Some(BenchWhat::BufferAnchor(a)) => buffer::anchor_child(a),
         None => index_bench(*a.index),
     }
 }
@@ -383,8 +390,8 @@ impl IndexBenchArgs {
 }
 
 /// A progress bar on stderr while loading, and the current run's name.
-struct Bar {
-    pb: Mutex<ProgressBar>,
+pub(crate) struct Bar {
+    pub(crate) pb: Mutex<ProgressBar>,
 }
 
 impl Progress for Bar {

@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod buffer;
 pub mod crash;
 pub mod demo;
 pub mod elf;

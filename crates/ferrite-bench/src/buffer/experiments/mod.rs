@@ -1,0 +1,376 @@
+//! The experiments of `ferrite bench buffer`, one module per figure group,
+//! sharing the loading and measuring steps of [`Ctx`].
+
+mod anchors;
+mod mid;
+mod mix;
+mod restart;
+mod sweep;
+
+use std::time::Instant;
+
+use ferrite_btree::BufferConfig;
+use ferrite_report::{BenchResult, Report};
+use serde_json::Value;
+
+use super::designs::{is_capacity, load_config, per_op, Store};
+use super::output::Section;
+use super::tpcc::{self, TpccRun};
+use super::ycsb::{self, RunSpec, Workload};
+use super::{BufferBenchConfig, TPCC_BYTES_PER_WAREHOUSE, YCSB_BYTES_PER_RECORD};
+use crate::index::suite::Progress;
+use crate::{env, BenchError, Result};
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// A finished `ferrite bench buffer`: the report (every cell a result), the
+/// tables per experiment and their charts (`(stem, svg)`).
+pub struct BufferRun {
+    pub report: Report,
+    pub sections: Vec<Section>,
+    pub charts: Vec<(String, String)>,
+    /// Wrong or missing reads, TPC-C consistency violations: must be empty.
+    pub problems: Vec<String>,
+}
+
+impl BufferRun {
+    /// Every section as text.
+    pub fn text(&self) -> String {
+        self.sections
+            .iter()
+            .map(|s| s.text())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Every section as Markdown.
+    pub fn markdown(&self) -> String {
+        self.sections
+            .iter()
+            .map(|s| s.markdown())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// What experiments share: the configuration, the progress display, the
+/// results so far.
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a BufferBenchConfig,
+    pub progress: &'a dyn Progress,
+    pub results: Vec<BenchResult>,
+    pub sections: Vec<Section>,
+    pub charts: Vec<(String, String)>,
+    pub problems: Vec<String>,
+}
+
+/// Loads a store, reporting rows done to the progress callback.
+pub(crate) type LoadFn<'a> =
+    dyn FnMut(&Store, &mut dyn FnMut(u64)) -> ferrite_kv::KvResult<()> + 'a;
+
+/// A loaded store and how long its load took.
+pub(crate) struct Loaded {
+    pub store: Store,
+    pub load_s: f64,
+    pub data_mib: f64,
+}
+
+impl Ctx<'_> {
+    /// "5 s per cell after 5 s warm-up".
+    pub fn timing(&self) -> String {
+        format!(
+            "{} s per cell after {} s of warm-up, 1 thread",
+            self.cfg.seconds, self.cfg.warmup_seconds
+        )
+    }
+
+    pub fn tiers_line(&self) -> String {
+        format!(
+            "tiers {}, {} KiB pages",
+            self.cfg.tiers.describe(),
+            self.cfg.page_size / 1024
+        )
+    }
+
+    /// Creates a store of `cfg`, loads it through `load` (which reports
+    /// progress as rows done out of `total`) with a DRAM budget that holds
+    /// `estimate` bytes, and reopens it with `cfg` when that differs. None
+    /// (and a note) when the data does not fit the design.
+    pub fn load_store(
+        &mut self,
+        label: &str,
+        cfg: &BufferConfig,
+        tree: &str,
+        estimate: u64,
+        total: u64,
+        load: &mut LoadFn<'_>,
+    ) -> Result<Option<Loaded>> {
+        let lc = load_config(cfg, estimate);
+        let store = Store::create(&self.cfg.dirs, label, lc.clone(), tree)?;
+        self.progress.load_begin(label, 1, total);
+        let t0 = Instant::now();
+        let p = self.progress;
+        let r = load(&store, &mut |d| p.load_progress(d));
+        self.progress.load_end();
+        match r {
+            Err(e) if is_capacity(&e) => return Ok(None),
+            Err(e) => {
+                return Err(BenchError::Context {
+                    what: format!("loading {label}"),
+                    source: Box::new(e.into()),
+                })
+            }
+            Ok(()) => {}
+        }
+        let load_s = t0.elapsed().as_secs_f64();
+        let data_mib = store.data_bytes()? as f64 / MIB;
+        let store = if lc != *cfg {
+            store.reopen(cfg.clone())?.0
+        } else {
+            store
+        };
+        Ok(Some(Loaded {
+            store,
+            load_s,
+            data_mib,
+        }))
+    }
+
+    /// A YCSB store of `records` records for `cfg`.
+    pub fn load_ycsb(
+        &mut self,
+        label: &str,
+        cfg: &BufferConfig,
+        records: u64,
+    ) -> Result<Option<Loaded>> {
+        self.load_store(
+            label,
+            cfg,
+            "ycsb",
+            records * YCSB_BYTES_PER_RECORD,
+            records,
+            &mut |s, p| ycsb::load(&s.tree, records, p).map(|_| ()),
+        )
+    }
+
+    /// A TPC-C store of `w` warehouses for `cfg`.
+    pub fn load_tpcc(&mut self, label: &str, cfg: &BufferConfig, w: u16) -> Result<Option<Loaded>> {
+        let scale = self.cfg.tpcc_scale;
+        let seed = self.cfg.seed;
+        let est = w as u64 * TPCC_BYTES_PER_WAREHOUSE * scale.items as u64
+            / tpcc::Scale::SPEC.items as u64;
+        self.load_store(label, cfg, "tpcc", est, scale.rows(w), &mut |s, p| {
+            tpcc::load(&s.txs(), w, scale, seed, p).map(|_| ())
+        })
+    }
+
+    /// Warms `store` up with `workload`, then measures it: one result.
+    pub fn measure_ycsb(
+        &mut self,
+        experiment: &str,
+        l: &Loaded,
+        workload: Workload,
+        records: u64,
+        param: Value,
+    ) -> Result<BenchResult> {
+        let s = &l.store;
+        self.progress.run_begin(&s.label, 1, &workload.name());
+        if self.cfg.warmup_seconds > 0.0 {
+            let mut w = RunSpec::new(workload, records, self.cfg.warmup_seconds);
+            w.seed = self.cfg.seed ^ 0x77;
+            ycsb::run(&s.tree, &w)?;
+        }
+        let before = s.stats();
+        let mut spec = RunSpec::new(workload, records, self.cfg.seconds);
+        spec.seed = self.cfg.seed;
+        let load0 = env::loadavg();
+        let r = ycsb::run(&s.tree, &spec)?;
+        let after = s.stats();
+        if r.wrong > 0 || r.missing > 0 {
+            self.problems.push(format!(
+                "{experiment}: {} {}: {} reads of another record, {} of missing records",
+                s.label,
+                workload.name(),
+                r.wrong,
+                r.missing
+            ));
+        }
+        let mut b = BenchResult::new(&workload.name(), &s.label, Some(param), 1, r.mops);
+        b.p50_ns = Some(r.p50_ns);
+        b.p99_ns = Some(r.p99_ns);
+        let b = self.common(b, experiment, l, records, r.ops, &before, &after, load0);
+        Ok(b)
+    }
+
+    /// Warms up and measures TPC-C on a loaded store (`mops` is million
+    /// transactions per second; `tps`, `tpmc` beside it).
+    pub fn measure_tpcc(
+        &mut self,
+        experiment: &str,
+        l: &Loaded,
+        w: u16,
+        check: bool,
+    ) -> Result<BenchResult> {
+        let s = &l.store;
+        self.progress.run_begin(&s.label, 1, "tpcc");
+        let st = s.txs();
+        let mut spec = TpccRun {
+            warehouses: w,
+            scale: self.cfg.tpcc_scale,
+            seconds: self.cfg.warmup_seconds,
+            max_txns: 0,
+            warmup_txns: 0,
+            warmup_seconds: 0.0,
+            seed: self.cfg.seed ^ 0x77,
+        };
+        if self.cfg.warmup_seconds > 0.0 {
+            tpcc::run(&st, &spec)?;
+        }
+        spec.seconds = self.cfg.seconds;
+        spec.seed = self.cfg.seed;
+        let before = s.stats();
+        let load0 = env::loadavg();
+        let r = tpcc::run(&st, &spec)?;
+        let after = s.stats();
+        let mut b = BenchResult::new("tpcc", &s.label, Some(Value::from(w)), 1, r.tps / 1e6)
+            .with("tps", r.tps)
+            .with("tpmc", r.tpmc)
+            .with("rollbacks", r.rollbacks)
+            .with("new_order", r.per_kind[0])
+            .with("payment", r.per_kind[1])
+            .with("order_status", r.per_kind[2])
+            .with("delivery", r.per_kind[3])
+            .with("stock_level", r.per_kind[4]);
+        if check {
+            let v = tpcc::check(&st, w)?;
+            b = b.with("consistency_violations", v.len() as u64);
+            for m in v.into_iter().take(10) {
+                self.problems
+                    .push(format!("{experiment}: {} TPC-C: {m}", s.label));
+            }
+        }
+        Ok(self.common(b, experiment, l, 0, r.txns, &before, &after, load0))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn common(
+        &self,
+        mut b: BenchResult,
+        experiment: &str,
+        l: &Loaded,
+        records: u64,
+        ops: u64,
+        before: &ferrite_btree::BufferStats,
+        after: &ferrite_btree::BufferStats,
+        load0: Option<f64>,
+    ) -> BenchResult {
+        b = b
+            .with("experiment", experiment)
+            .with("data_mib", (l.data_mib * 10.0).round() / 10.0)
+            .with("load_s", (l.load_s * 100.0).round() / 100.0)
+            .with("ops", ops)
+            .with("pm_frames_used", after.pm_frames_used)
+            .with(
+                "dram_used_mib",
+                (after.dram_used_bytes as f64 / MIB * 10.0).round() / 10.0,
+            );
+        if records > 0 {
+            b = b.with("records", records);
+        }
+        for (k, v) in per_op(before, after, ops) {
+            b = b.with(k, (v * 1000.0).round() / 1000.0);
+        }
+        if let Some(la) = load0 {
+            b = b.with("loadavg", la);
+        }
+        b
+    }
+
+    pub fn push(&mut self, b: BenchResult) {
+        self.results.push(b);
+    }
+
+    /// The result of `(experiment, variant, bench)` at `param`, if measured.
+    pub fn find(
+        &self,
+        experiment: &str,
+        variant: &str,
+        bench: &str,
+        param: &Value,
+    ) -> Option<&BenchResult> {
+        self.results.iter().find(|r| {
+            r.variant == variant
+                && r.bench == bench
+                && r.param.as_ref() == Some(param)
+                && r.extra.get("experiment").and_then(Value::as_str) == Some(experiment)
+        })
+    }
+}
+
+/// Runs every configured experiment.
+pub(crate) fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<BufferRun> {
+    super::designs::remove_stale(&cfg.dirs.pool_dir);
+    super::designs::remove_stale(&cfg.dirs.ssd_dir);
+    let mut report = env::report("buffer", &cfg.dirs.pool_dir);
+    report.environment.suite.insert(
+        "tiers".into(),
+        serde_json::json!({
+            "dram_bytes": cfg.tiers.dram, "pm_bytes": cfg.tiers.pm, "ssd_bytes": cfg.tiers.ssd,
+            "page_size": cfg.page_size, "wal_segment_bytes": cfg.wal_segment_bytes,
+            "pm_dir": cfg.dirs.pool_dir.display().to_string(),
+            "ssd_dir": cfg.dirs.ssd_dir.display().to_string(),
+        }),
+    );
+    report.environment.suite.insert(
+        "measure".into(),
+        serde_json::json!({"seconds": cfg.seconds, "warmup_seconds": cfg.warmup_seconds, "seed": cfg.seed}),
+    );
+    let mut cx = Ctx {
+        cfg,
+        progress,
+        results: Vec::new(),
+        sections: Vec::new(),
+        charts: Vec::new(),
+        problems: Vec::new(),
+    };
+    if cfg.wants("mix") {
+        mix::run(&mut cx)?;
+    }
+    if cfg.wants("ycsb") {
+        sweep::ycsb(&mut cx)?;
+    }
+    if cfg.wants("tpcc") {
+        sweep::tpcc(&mut cx)?;
+    }
+    if cfg.wants("drilldown") || cfg.wants("updates") || cfg.wants("wear") {
+        mid::run(&mut cx)?;
+    }
+    if cfg.wants("restart") {
+        restart::run(&mut cx)?;
+    }
+    if cfg.wants("rebuild") {
+        restart::rebuild(&mut cx)?;
+    }
+    if cfg.wants("anchors") {
+        anchors::run(&mut cx)?;
+    }
+    progress.finished();
+    report.results = cx.results;
+    report.notes.push(format!(
+        "{}; PM is emulated ({}), SSD page files in {} (O_DIRECT where the filesystem allows it)",
+        cfg.tiers.describe(),
+        report.environment.durability,
+        cfg.dirs.ssd_dir.display()
+    ));
+    report.notes.push(
+        "loads run with a DRAM budget that holds the data; the store is then closed cleanly and reopened with the design's budgets, and every cell is measured after a warm-up"
+            .into(),
+    );
+    env::finish(&mut report);
+    Ok(BufferRun {
+        report,
+        sections: cx.sections,
+        charts: cx.charts,
+        problems: cx.problems,
+    })
+}
