@@ -178,7 +178,11 @@ fn workload(
             let mut ops_ = Vec::new();
             // Mostly short; sometimes long enough to evict its own pages before
             // it commits (what the write-ahead rule is about).
-            let n = if rng.below(4) == 0 { 8 + rng.below(4) } else { 2 + rng.below(3) };
+            let n = if rng.below(4) == 0 {
+                8 + rng.below(4)
+            } else {
+                2 + rng.below(3)
+            };
             for x in 0..n {
                 let kk = key(rng.below(SHARED));
                 if rng.below(3) == 0 {

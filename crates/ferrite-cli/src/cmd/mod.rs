@@ -4,8 +4,8 @@
 //! `elf`; every measurement is in the `ferrite-bench` crate.
 
 pub mod bench;
-pub mod cluster;
 pub mod buffer;
+pub mod cluster;
 pub mod crash;
 pub mod demo;
 pub mod elf;
