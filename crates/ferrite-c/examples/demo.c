@@ -2,8 +2,8 @@
  * The C API of Ferrite in one program.
  *
  *   cargo build --release -p ferrite-c
- *   cc -std=c11 demo.c -I crates/ferrite-c/include -L target/release -lferrite_c \
- *      -Wl,-rpath,$PWD/target/release -o demo
+ *   cc -std=c11 crates/ferrite-c/examples/demo.c -I crates/ferrite-c/include \
+ *      -L target/release -lferrite_c -Wl,-rpath,$PWD/target/release -o demo
  *   ./demo /dev/shm/demo.pool          the tour: write, read, iterate, batch,
  *                                      transaction, compare-and-swap, errors, Elf
  *   ./demo /dev/shm/demo.pool writer   commits transactions until killed
