@@ -279,6 +279,53 @@ fn exercise_buffer(p: &Pool) -> Result<(), String> {
     Ok(())
 }
 
+/// The replicated service's maps: entries put and deleted over several group
+/// commits, one group left uncommitted (recovery drops it).
+fn fill_raft<M: ferrite_raft::PmMap>(mut m: M) {
+    for i in 0..300u64 {
+        m.put(&(i * 7919).to_be_bytes(), &vec![i as u8; 1 + (i as usize * 13) % 90])
+            .unwrap();
+        if i % 40 == 39 {
+            m.commit().unwrap();
+        }
+    }
+    for i in 0..30u64 {
+        m.delete(&(i * 3 * 7919).to_be_bytes()).unwrap();
+    }
+    m.commit().unwrap();
+    m.put(b"uncommitted", b"x").unwrap();
+}
+
+fn exercise_raft<M: ferrite_raft::PmMap>(mut m: M) -> Result<(), String> {
+    let n = m.check()?;
+    let all = m.range(&[], &[0xff; 16], usize::MAX).map_err(e)?;
+    if all.len() as u64 != n {
+        return Err(format!("check counted {n} entries, a scan {}", all.len()));
+    }
+    m.put(b"after", b"corruption").map_err(e)?;
+    m.delete(&7919u64.to_be_bytes()).map_err(e)?;
+    m.commit().map_err(e)?;
+    m.check()?;
+    Ok(())
+}
+
+fn fill_raft_list(p: &Pool) {
+    let o = ferrite_raft::map::list::ListOptions { page_size: 1024 };
+    fill_raft(ferrite_raft::ListMap::open_or_create(p, "subject", &o).unwrap());
+}
+
+fn exercise_raft_list(p: &Pool) -> Result<(), String> {
+    exercise_raft(ferrite_raft::ListMap::open_or_create(p, "subject", &Default::default()).map_err(e)?)
+}
+
+fn fill_raft_btree(p: &Pool) {
+    fill_raft(ferrite_raft::BTreeMap::open_or_create(p, "subject", &Default::default()).unwrap());
+}
+
+fn exercise_raft_btree(p: &Pool) -> Result<(), String> {
+    exercise_raft(ferrite_raft::BTreeMap::open_or_create(p, "subject", &Default::default()).map_err(e)?)
+}
+
 const SUBJECTS: &[Subject] = &[
     Subject {
         name: "index",
@@ -320,6 +367,20 @@ const SUBJECTS: &[Subject] = &[
         object: ferrite_buffer::BUFFER_TYPE,
         fill: fill_buffer,
         exercise: exercise_buffer,
+        vital: root0,
+    },
+    Subject {
+        name: "raft-list",
+        object: ferrite_raft::map::list::LIST_TYPE,
+        fill: fill_raft_list,
+        exercise: exercise_raft_list,
+        vital: root0,
+    },
+    Subject {
+        name: "raft-btree",
+        object: ferrite_raft::map::btree::BTREE_TYPE,
+        fill: fill_raft_btree,
+        exercise: exercise_raft_btree,
         vital: root0,
     },
 ];
@@ -536,6 +597,16 @@ fn elf() {
 #[test]
 fn buffer() {
     fuzz(&SUBJECTS[5]);
+}
+
+#[test]
+fn raft_list() {
+    fuzz(&SUBJECTS[6]);
+}
+
+#[test]
+fn raft_btree() {
+    fuzz(&SUBJECTS[7]);
 }
 
 #[test]

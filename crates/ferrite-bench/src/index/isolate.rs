@@ -113,6 +113,19 @@ pub fn in_child(
         });
     }
     if pid == 0 {
+        // Drop every descriptor inherited from the parent but stdio and the
+        // pipe: a pool file's lock belongs to its open file description, so
+        // a copy held here would keep another thread's pool locked (`InUse`
+        // for its reopen) for as long as this child runs.
+        let w_fd = fds[1] as libc::c_uint;
+        // SAFETY: close_range only closes descriptors of this (child) process;
+        // none of them is used by the child after this point but the pipe.
+        unsafe {
+            if w_fd > 3 {
+                libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, w_fd - 1, 0 as libc::c_uint);
+            }
+            libc::syscall(libc::SYS_close_range, w_fd + 1, libc::c_uint::MAX, 0 as libc::c_uint);
+        }
         // SAFETY: the write end belongs to this child from here on.
         let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };
         // SAFETY: closing the child's copy of the read end.
