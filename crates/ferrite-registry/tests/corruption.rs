@@ -283,8 +283,11 @@ fn exercise_buffer(p: &Pool) -> Result<(), String> {
 /// commits, one group left uncommitted (recovery drops it).
 fn fill_raft<M: ferrite_raft::PmMap>(mut m: M) {
     for i in 0..300u64 {
-        m.put(&(i * 7919).to_be_bytes(), &vec![i as u8; 1 + (i as usize * 13) % 90])
-            .unwrap();
+        m.put(
+            &(i * 7919).to_be_bytes(),
+            &vec![i as u8; 1 + (i as usize * 13) % 90],
+        )
+        .unwrap();
         if i % 40 == 39 {
             m.commit().unwrap();
         }
@@ -315,7 +318,9 @@ fn fill_raft_list(p: &Pool) {
 }
 
 fn exercise_raft_list(p: &Pool) -> Result<(), String> {
-    exercise_raft(ferrite_raft::ListMap::open_or_create(p, "subject", &Default::default()).map_err(e)?)
+    exercise_raft(
+        ferrite_raft::ListMap::open_or_create(p, "subject", &Default::default()).map_err(e)?,
+    )
 }
 
 fn fill_raft_btree(p: &Pool) {
@@ -323,7 +328,9 @@ fn fill_raft_btree(p: &Pool) {
 }
 
 fn exercise_raft_btree(p: &Pool) -> Result<(), String> {
-    exercise_raft(ferrite_raft::BTreeMap::open_or_create(p, "subject", &Default::default()).map_err(e)?)
+    exercise_raft(
+        ferrite_raft::BTreeMap::open_or_create(p, "subject", &Default::default()).map_err(e)?,
+    )
 }
 
 const SUBJECTS: &[Subject] = &[

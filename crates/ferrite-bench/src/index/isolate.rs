@@ -122,9 +122,19 @@ pub fn in_child(
         // none of them is used by the child after this point but the pipe.
         unsafe {
             if w_fd > 3 {
-                libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, w_fd - 1, 0 as libc::c_uint);
+                libc::syscall(
+                    libc::SYS_close_range,
+                    3 as libc::c_uint,
+                    w_fd - 1,
+                    0 as libc::c_uint,
+                );
             }
-            libc::syscall(libc::SYS_close_range, w_fd + 1, libc::c_uint::MAX, 0 as libc::c_uint);
+            libc::syscall(
+                libc::SYS_close_range,
+                w_fd + 1,
+                libc::c_uint::MAX,
+                0 as libc::c_uint,
+            );
         }
         // SAFETY: the write end belongs to this child from here on.
         let mut w = unsafe { std::fs::File::from_raw_fd(fds[1]) };

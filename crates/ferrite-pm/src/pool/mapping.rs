@@ -28,17 +28,27 @@ pub(super) fn fs_is_tmpfs(file: &File) -> bool {
     }
 }
 
+/// How long a conflicting lock is retried before the open reports `InUse`.
+pub(super) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Takes the pool file's lock: exclusive for a writable open, shared for a
-/// read-only one, never waiting. The lock belongs to the open file description,
+/// read-only one, without blocking. The lock belongs to the open file description,
 /// so it lasts as long as the mapping's `File` and dies with the process (a
 /// `kill -9` leaves no stale lock). A second writer, or a reader while a writer
 /// holds the pool, gets [`PmError::InUse`].
+///
+/// A conflict is retried for up to [`LOCK_PATIENCE`] before it is reported: a
+/// process that forks (any thread of it, e.g. to spawn a program) hands the
+/// child a reference to every open file description, lock included, until the
+/// child execs or exits. A pool closed and reopened meanwhile would otherwise
+/// see its own lock, held for those few milliseconds by someone else's child.
 pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<()> {
     let op = if exclusive {
         libc::LOCK_EX
     } else {
         libc::LOCK_SH
     };
+    let deadline = std::time::Instant::now() + LOCK_PATIENCE;
     loop {
         // SAFETY: flock on an open fd has no memory effects.
         let r = unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) };
@@ -48,6 +58,9 @@ pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<()>
         let e = std::io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
             Some(libc::EWOULDBLOCK) => {
                 return Err(PmError::InUse {
                     path: path.to_path_buf(),
