@@ -4,7 +4,9 @@
 //! `up` starts the replicas in the background (their own sessions, output in
 //! `<dir>/replica-<id>.log`), waits until they elect a leader, records them in
 //! `<dir>/cluster.json` and prints how to reach them. `down` stops them with
-//! SIGTERM (a replica commits and closes its store) and waits for them.
+//! SIGTERM (a replica commits and closes its store) and waits for them. The
+//! replicas authenticate each other with a random secret `up` writes to
+//! `<dir>/cluster.secret`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -213,6 +215,25 @@ fn up(a: UpArgs) -> Result<i32> {
         .split_whitespace()
         .map(str::to_string)
         .collect();
+    // The replicas authenticate each other with a secret of this cluster's
+    // own (readable by this user only), kept with the pools so a restart
+    // finds it.
+    let secret = dir.join("cluster.secret");
+    if !secret.exists() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut bytes = [0u8; 24];
+        for c in bytes.chunks_mut(8) {
+            c.copy_from_slice(&ferrite_pm::rng::random_u64().to_le_bytes());
+        }
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&secret)
+            .and_then(|mut f| f.write_all(hex.as_bytes()))
+            .with_context(|| format!("writing {}", secret.display()))?;
+    }
     let mut replicas = Vec::new();
     for i in 1..=a.n {
         let pool = if kind.is_pm() {
@@ -237,6 +258,8 @@ fn up(a: UpArgs) -> Result<i32> {
             .args(["--listen", &format!("127.0.0.1:{}", port(i))])
             .args(["--peer-listen", &format!("127.0.0.1:{}", peer_port(i))])
             .args(["--peers", &peers.join(",")])
+            .arg("--cluster-secret-file")
+            .arg(&secret)
             .args(["--pool-size", &a.pool_size.to_string()])
             .args(&extra)
             .stdin(Stdio::null())
