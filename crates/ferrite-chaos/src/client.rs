@@ -200,3 +200,33 @@ pub fn info(addr: SocketAddr, password: Option<String>) -> Vec<(String, String)>
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
         .collect()
 }
+
+/// Every key as replica `addr` itself holds it (`READONLY`: its own state
+/// machine, no forwarding to the leader); `None` when it does not answer.
+pub fn read_local(
+    addr: SocketAddr,
+    keys: usize,
+    password: Option<String>,
+) -> Option<Vec<Option<String>>> {
+    let spec = ClientSpec {
+        id: u32::MAX,
+        replicas: vec![addr],
+        keys,
+        timeout: Duration::from_secs(2),
+        seed: 0,
+        max_ops: 0,
+        password,
+        stop: Arc::new(AtomicBool::new(false)),
+        t0: Instant::now(),
+    };
+    let mut con = connect(addr, &spec)?;
+    redis::cmd("READONLY").query::<()>(&mut con).ok()?;
+    (0..keys)
+        .map(|k| {
+            redis::cmd("GET")
+                .arg(format!("k{k}"))
+                .query::<Option<String>>(&mut con)
+                .ok()
+        })
+        .collect()
+}

@@ -153,3 +153,55 @@ pub fn check(checker: &Path, histories: &[PathBuf], html_dir: &Path) -> Result<S
         )
     })
 }
+
+/// Builds the `ferrite` binary (crate `ferrite-cli`) with the profile and
+/// target directory of the running test executable and returns its path.
+///
+/// A test of one crate cannot name another crate's binary
+/// (`CARGO_BIN_EXE_*` only covers the crate's own), so the harness asks cargo
+/// for it; when the workspace's tests were built it is already up to date and
+/// this only checks.
+pub fn ferrite_binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    // <target>/<profile dir>/deps/<test executable>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("unexpected test executable path {}", exe.display()))?;
+    let target = profile_dir
+        .parent()
+        .ok_or_else(|| format!("unexpected test executable path {}", exe.display()))?;
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "ferrite-cli", "--bin", "ferrite"])
+        .arg("--target-dir")
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let o = cmd
+        .output()
+        .map_err(|e| format!("cannot run cargo to build ferrite: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "building ferrite failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    let bin = profile_dir.join("ferrite");
+    if !bin.exists() {
+        return Err(format!("{} was not built", bin.display()));
+    }
+    Ok(bin)
+}
