@@ -70,36 +70,30 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn faults_on(store: &str, default_seed: u64) {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (bin, checker) = tools();
-    let seed = env_u64("FERRITE_CHAOS_SEED", default_seed);
-    let secs = env_u64("FERRITE_CHAOS_SECS", 20);
-    let dir = PathBuf::from(format!(
-        "/dev/shm/ferrite-chaos-{store}-{}-{seed}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    let guard = DirGuard(dir.clone());
+/// A run's specification: 3 replicas of `store` under `dir`.
+fn spec(store: &str, dir: &Path, seed: u64, secs: u64, extra: &[&str]) -> RunSpec {
+    let (bin, _) = tools();
     let heartbeat_ms = 50;
-    let spec = RunSpec {
+    let mut args: Vec<String> = [
+        "--pool-size",
+        "64M",
+        "--heartbeat-ms",
+        &heartbeat_ms.to_string(),
+        "--snapshot-every",
+        "500",
+        "--threads",
+        "1",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    RunSpec {
         cluster: ClusterSpec {
             bin: bin.clone(),
-            dir: dir.clone(),
+            dir: dir.to_path_buf(),
             replicas: 3,
             store: store.into(),
-            extra: [
-                "--pool-size",
-                "64M",
-                "--heartbeat-ms",
-                &heartbeat_ms.to_string(),
-                "--snapshot-every",
-                "500",
-                "--threads",
-                "1",
-            ]
-            .map(String::from)
-            .to_vec(),
+            extra: args,
         },
         clients: 4,
         keys: 4,
@@ -109,7 +103,21 @@ fn faults_on(store: &str, default_seed: u64) {
         election_timeout: Duration::from_millis(heartbeat_ms * 12),
         op_timeout: Duration::from_secs(1),
         password: None,
-    };
+    }
+}
+
+fn faults_on(store: &str, default_seed: u64) {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, checker) = tools();
+    let seed = env_u64("FERRITE_CHAOS_SEED", default_seed);
+    let secs = env_u64("FERRITE_CHAOS_SECS", 20);
+    let dir = PathBuf::from(format!(
+        "/dev/shm/ferrite-chaos-{store}-{}-{seed}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let guard = DirGuard(dir.clone());
+    let spec = spec(store, &dir, seed, secs, &[]);
     let t = Instant::now();
     let report = match run(&spec, checker) {
         Ok(r) => r,
@@ -184,6 +192,33 @@ fn tripwire(history: &Path, checker: &Path, dir: &Path) {
     assert!(
         !s.linearizable && s.violations.len() == 1,
         "the checker accepted a doctored history: {s:?}"
+    );
+}
+
+/// The tripwire: replicas that answer reads from their own state without the
+/// read-index round (`--tripwire-stale-reads`) must be caught by the same
+/// harness and checker.
+#[test]
+fn stale_reads_are_caught() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, checker) = tools();
+    let seed = 0x5EED_0004;
+    let dir = PathBuf::from(format!(
+        "/dev/shm/ferrite-chaos-tripwire-{}-{seed}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _guard = DirGuard(dir.clone());
+    let spec = spec("list", &dir, seed, 5, &["--tripwire-stale-reads"]);
+    let report = run(&spec, checker).unwrap();
+    eprintln!(
+        "tripwire: {} operations, linearizable {}, violations {:?}",
+        report.operations, report.linearizable, report.violations
+    );
+    assert!(
+        !report.linearizable && report.violations.iter().any(|v| v.starts_with("key ")),
+        "stale reads went unnoticed: {:?}",
+        report.problems()
     );
 }
 

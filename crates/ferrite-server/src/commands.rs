@@ -95,10 +95,12 @@ pub async fn dispatch(node: &Node, conn: &mut Conn, args: Vec<Vec<u8>>) -> R {
             _ => wrong_args(&args[0]),
         },
         b"ECHO" if n == 2 => R::Bulk(args[1].clone()),
-        b"GET" if n == 2 && conn.local_reads => match node.replica.get(&args[1]) {
-            Ok(v) => v.map_or(R::Null, R::Bulk),
-            Err(e) => R::err(format!("ERR reading this replica's state: {e}")),
-        },
+        b"GET" if n == 2 && (conn.local_reads || node.cfg.tripwire_stale_reads) => {
+            match node.replica.get(&args[1]) {
+                Ok(v) => v.map_or(R::Null, R::Bulk),
+                Err(e) => R::err(format!("ERR reading this replica's state: {e}")),
+            }
+        }
         b"READONLY" if n == 1 => {
             conn.local_reads = true;
             R::ok()

@@ -74,6 +74,10 @@ pub struct ServerConfig {
     /// The secret replicas prove to each other when a replica-to-replica
     /// connection opens (empty: none, only allowed on loopback).
     pub cluster_secret: Vec<u8>,
+    /// Tripwire (tests only): answer `GET` from this replica's own state
+    /// machine, without the read-index round through the leader — stale
+    /// reads, which the fault harness's linearizability check must catch.
+    pub tripwire_stale_reads: bool,
 }
 
 impl ServerConfig {
@@ -93,6 +97,7 @@ impl ServerConfig {
             raft: RaftTuning::default(),
             requirepass: None,
             cluster_secret: Vec::new(),
+            tripwire_stale_reads: false,
         }
     }
 

@@ -57,6 +57,9 @@ pub struct PeerPool {
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// The cluster-secret handshake on a new connection (two round trips; the
+/// caller's own deadline usually ends a call to a paused replica first).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_IDLE: usize = 8;
 
 impl PeerPool {
@@ -94,7 +97,7 @@ impl PeerPool {
             .map_err(unreachable)?;
         let _ = s.set_nodelay(true);
         tokio::time::timeout(
-            CONNECT_TIMEOUT,
+            HANDSHAKE_TIMEOUT,
             crate::auth::connect(&mut s, &self.secret, self.id, self.max_frame),
         )
         .await

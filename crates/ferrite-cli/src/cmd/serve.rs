@@ -72,6 +72,10 @@ pub struct ServeArgs {
     /// Largest client request (bytes)
     #[arg(long, default_value = "16M", value_parser = parse_size)]
     pub max_request: u64,
+    /// Tripwire for the fault tests: GET reads this replica's own state
+    /// without the read-index round (stale reads the checker must catch)
+    #[arg(long, hide = true)]
+    pub tripwire_stale_reads: bool,
     /// Log level: error, warn, info, debug
     #[arg(long, default_value = "warn")]
     pub log: String,
@@ -144,6 +148,7 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.raft.snapshot_every = a.snapshot_every.max(1);
     cfg.limits.max_clients = a.max_clients;
     cfg.limits.max_request = a.max_request as usize;
+    cfg.tripwire_stale_reads = a.tripwire_stale_reads;
     cfg.requirepass = secret(&a.requirepass, &a.requirepass_file, "client password")?;
     cfg.cluster_secret = secret(&a.cluster_secret, &a.cluster_secret_file, "cluster secret")?
         .map(String::into_bytes)
