@@ -85,6 +85,8 @@ pub struct ClusterRecord {
 }
 
 const RECORD: &str = "cluster.json";
+/// The replicas' cluster secret, written by `up`.
+const SECRET: &str = "cluster.secret";
 
 fn default_dir(kind: StoreKind) -> PathBuf {
     if kind.is_pm() {
@@ -218,7 +220,7 @@ fn up(a: UpArgs) -> Result<i32> {
     // The replicas authenticate each other with a secret of this cluster's
     // own (readable by this user only), kept with the pools so a restart
     // finds it.
-    let secret = dir.join("cluster.secret");
+    let secret = dir.join(SECRET);
     if !secret.exists() {
         use std::os::unix::fs::OpenOptionsExt;
         let mut bytes = [0u8; 24];
@@ -390,7 +392,7 @@ fn purge_leftovers(dir: &Path) -> bool {
     let mut n = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("replica-") {
+        if name.starts_with("replica-") || name == SECRET {
             let p = e.path();
             let _ = std::fs::remove_file(&p);
             let _ = std::fs::remove_dir_all(&p);
@@ -449,6 +451,7 @@ fn down(a: DownArgs) -> Result<i32> {
                 let _ = std::fs::remove_dir_all(&r.pool);
                 let _ = std::fs::remove_file(&r.log);
             }
+            let _ = std::fs::remove_file(dir.join(SECRET));
             let _ = std::fs::remove_dir(&dir);
         }
         println!(
