@@ -88,9 +88,11 @@ pub fn run(spec: ClientSpec) -> Vec<Record> {
             cons[r] = connect(spec.replicas[r], &spec);
         }
         let Some(con) = cons[r].as_mut() else {
-            // Nothing was sent: no effect.
+            // Nothing was sent: no effect. Back off a little so a client
+            // does not spin on a replica that is down.
             rec.ret = ns(spec.t0);
             out.push(rec);
+            std::thread::park_timeout(Duration::from_millis(10));
             continue;
         };
         let reply: redis::RedisResult<Option<String>> = match kind {
@@ -170,6 +172,7 @@ pub fn read_all(
                     }
                 }
             }
+            std::thread::park_timeout(Duration::from_millis(50));
         }
         out.push((key, got));
     }
