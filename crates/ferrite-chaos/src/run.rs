@@ -270,8 +270,12 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
         let hold = ms(&mut rng, 600, 1800);
         match fault {
             Fault::Partition | Fault::BlackHole => {
-                // One replica of three cut off from the others (both ways).
-                let side = [ids[rng.below(n) as usize]];
+                // One replica of three cut off from the others (both ways):
+                // the leader half of the time (when there is one).
+                let side = match leader(&cluster, &spec.password) {
+                    Some(l) if rng.below(2) == 0 => [l],
+                    _ => [ids[rng.below(n) as usize]],
+                };
                 let how = if matches!(fault, Fault::Partition) {
                     faults.partitions += 1;
                     Link::Drop
