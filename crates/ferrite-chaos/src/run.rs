@@ -65,6 +65,8 @@ pub struct RunReport {
     pub applied_indexes: Vec<String>,
     /// Per replica, its own values of every key (for a report).
     pub replica_states: Vec<String>,
+    /// Replicas that exited without being killed (crashed, failed to start).
+    pub unexpected_exits: Vec<String>,
     /// Replicas that did not stop within the grace period of SIGTERM.
     pub killed_at_shutdown: Vec<u64>,
 }
@@ -78,6 +80,7 @@ impl RunReport {
             p.push("not linearizable".into());
         }
         p.extend(self.lost_writes.iter().map(|l| format!("lost write: {l}")));
+        p.extend(self.unexpected_exits.iter().cloned());
         if !self.converged {
             p.push(format!(
                 "replicas did not converge: applied indexes {:?}",
@@ -379,6 +382,8 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
     let summary: Summary = check(checker, std::slice::from_ref(&history), &spec.cluster.dir)?;
     let lost: Vec<LostWrite> = lost_writes(&records, &final_values);
     let unread = finals.iter().filter(|(_, v)| v.is_none()).count();
+    cluster.reap_unexpected();
+    let unexpected_exits = cluster.unexpected_exits().to_vec();
     let killed_at_shutdown = cluster.stop(Duration::from_secs(10));
     let count = |s: Status| records.iter().filter(|r| r.status == s).count() as u64;
     let mut violations: Vec<String> = summary
@@ -416,6 +421,7 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
         replicas_identical: conv.identical,
         applied_indexes: conv.applied,
         replica_states: conv.states.iter().map(|s| format!("{s:?}")).collect(),
+        unexpected_exits,
         killed_at_shutdown,
     })
 }
