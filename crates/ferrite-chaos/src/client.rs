@@ -88,9 +88,11 @@ pub fn run(spec: ClientSpec) -> Vec<Record> {
             cons[r] = connect(spec.replicas[r], &spec);
         }
         let Some(con) = cons[r].as_mut() else {
-            // Nothing was sent: no effect.
+            // Nothing was sent: no effect. Back off a little so a client
+            // does not spin on a replica that is down.
             rec.ret = ns(spec.t0);
             out.push(rec);
+            std::thread::park_timeout(Duration::from_millis(10));
             continue;
         };
         let reply: redis::RedisResult<Option<String>> = match kind {
@@ -170,6 +172,7 @@ pub fn read_all(
                     }
                 }
             }
+            std::thread::park_timeout(Duration::from_millis(50));
         }
         out.push((key, got));
     }
@@ -198,5 +201,35 @@ pub fn info(addr: SocketAddr, password: Option<String>) -> Vec<(String, String)>
     text.lines()
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Every key as replica `addr` itself holds it (`READONLY`: its own state
+/// machine, no forwarding to the leader); `None` when it does not answer.
+pub fn read_local(
+    addr: SocketAddr,
+    keys: usize,
+    password: Option<String>,
+) -> Option<Vec<Option<String>>> {
+    let spec = ClientSpec {
+        id: u32::MAX,
+        replicas: vec![addr],
+        keys,
+        timeout: Duration::from_secs(2),
+        seed: 0,
+        max_ops: 0,
+        password,
+        stop: Arc::new(AtomicBool::new(false)),
+        t0: Instant::now(),
+    };
+    let mut con = connect(addr, &spec)?;
+    redis::cmd("READONLY").query::<()>(&mut con).ok()?;
+    (0..keys)
+        .map(|k| {
+            redis::cmd("GET")
+                .arg(format!("k{k}"))
+                .query::<Option<String>>(&mut con)
+                .ok()
+        })
         .collect()
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::proxy::{Link, Proxy};
@@ -42,11 +43,33 @@ pub struct Cluster {
     replicas: Vec<Replica>,
     /// (from, to) -> the proxy `from` uses to reach `to`.
     links: BTreeMap<(u64, u64), Proxy>,
+    /// Replicas that exited without being killed (a crash, a failed start).
+    unexpected_exits: Vec<String>,
 }
 
+/// A free loopback port *below* the kernel's ephemeral range: a replica
+/// restarted after `kill -9` binds its ports again, and a port from the
+/// ephemeral range may meanwhile have become the local end of some outgoing
+/// connection (the proxies', the clients'), which makes the bind fail.
 fn free_port() -> std::io::Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    l.local_addr()
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let ephemeral_lo = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(32768);
+    const LO: u64 = 10_000;
+    if ephemeral_lo > LO + 1000 {
+        let span = ephemeral_lo - LO;
+        // Spread processes apart, then probe.
+        let start = (std::process::id() as u64 * 7919) % span;
+        for _ in 0..2000 {
+            let port = LO + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+            if let Ok(l) = TcpListener::bind(("127.0.0.1", port as u16)) {
+                return l.local_addr();
+            }
+        }
+    }
+    TcpListener::bind("127.0.0.1:0")?.local_addr()
 }
 
 fn signal(child: &Child, sig: libc::c_int) {
@@ -89,6 +112,7 @@ impl Cluster {
             spec,
             replicas,
             links,
+            unexpected_exits: Vec::new(),
         };
         for i in 0..c.replicas.len() {
             c.spawn(i)?;
@@ -192,11 +216,32 @@ impl Cluster {
         }
     }
 
-    /// Restores every link, resumes paused replicas and restarts killed ones.
+    /// Notes (and reaps) replicas that exited without being killed.
+    pub fn reap_unexpected(&mut self) {
+        for r in &mut self.replicas {
+            if let Some(c) = &mut r.child {
+                if let Ok(Some(status)) = c.try_wait() {
+                    self.unexpected_exits
+                        .push(format!("replica {} exited by itself: {status}", r.id));
+                    r.child = None;
+                    r.paused = false;
+                }
+            }
+        }
+    }
+
+    /// Replicas that exited without being killed, so far.
+    pub fn unexpected_exits(&self) -> &[String] {
+        &self.unexpected_exits
+    }
+
+    /// Restores every link, resumes paused replicas and restarts killed ones
+    /// (and ones that exited by themselves, which are noted).
     pub fn heal(&mut self) -> std::io::Result<()> {
         for p in self.links.values() {
             p.set(Link::Pass);
         }
+        self.reap_unexpected();
         for id in self.ids() {
             if self.replicas[(id - 1) as usize].paused {
                 self.pause(id, false);

@@ -153,3 +153,99 @@ pub fn check(checker: &Path, histories: &[PathBuf], html_dir: &Path) -> Result<S
         )
     })
 }
+
+/// Builds the `ferrite` binary (crate `ferrite-cli`) with the profile and
+/// target directory of the running test executable and returns its path.
+///
+/// A test of one crate cannot name another crate's binary
+/// (`CARGO_BIN_EXE_*` only covers the crate's own), so the harness asks cargo
+/// for it — unless the binary is newer than every source file of the
+/// workspace (as after `cargo test --workspace`, which builds it), when it is
+/// used as it is.
+pub fn ferrite_binary() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    // <target>/<profile dir>/deps/<test executable>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("unexpected test executable path {}", exe.display()))?;
+    let target = profile_dir
+        .parent()
+        .ok_or_else(|| format!("unexpected test executable path {}", exe.display()))?;
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("debug");
+    let bin = profile_dir.join("ferrite");
+    // Built after the last change to any source of the workspace (as when
+    // `cargo test --workspace` built it a moment ago): use it as it is. A
+    // second cargo with another package selection could unify features
+    // differently and rebuild much of the workspace.
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if let Ok(built) = std::fs::metadata(&bin).and_then(|m| m.modified()) {
+        let newest = newest_source(&workspace.join("crates"))
+            .max(mtime(&workspace.join("Cargo.lock")))
+            .max(mtime(&workspace.join("Cargo.toml")));
+        if newest.is_some_and(|n| n <= built) {
+            return Ok(bin);
+        }
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "ferrite-cli", "--bin", "ferrite"])
+        .arg("--target-dir")
+        .arg(target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let o = cmd
+        .output()
+        .map_err(|e| format!("cannot run cargo to build ferrite: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "building ferrite failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    if !bin.exists() {
+        return Err(format!("{} was not built", bin.display()));
+    }
+    Ok(bin)
+}
+
+fn mtime(p: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+}
+
+/// The newest modification time of a `.rs` or `Cargo.toml` file under `dir`
+/// (skipping `target` directories).
+fn newest_source(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                if p.file_name().is_some_and(|n| n != "target") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "rs")
+                || p.file_name().is_some_and(|n| n == "Cargo.toml")
+            {
+                newest = newest.max(mtime(&p));
+            }
+        }
+    }
+    newest
+}

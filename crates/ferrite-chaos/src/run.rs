@@ -26,7 +26,7 @@ pub struct RunSpec {
     /// How long faults are injected (clients run throughout).
     pub duration: Duration,
     pub seed: u64,
-    /// The replicas' election timeout (pauses last longer than this).
+    /// The replicas' longest election timeout (pauses last longer than this).
     pub election_timeout: Duration,
     /// Per-operation client timeout (indeterminate beyond it).
     pub op_timeout: Duration,
@@ -58,10 +58,42 @@ pub struct RunReport {
     pub linearizable: bool,
     pub violations: Vec<String>,
     pub lost_writes: Vec<String>,
+    /// Every replica named one leader and reported the same applied index.
     pub converged: bool,
+    /// Every replica's own state machine held the same value for every key.
+    pub replicas_identical: bool,
     pub applied_indexes: Vec<String>,
+    /// Per replica, its own values of every key (for a report).
+    pub replica_states: Vec<String>,
+    /// Replicas that exited without being killed (crashed, failed to start).
+    pub unexpected_exits: Vec<String>,
     /// Replicas that did not stop within the grace period of SIGTERM.
     pub killed_at_shutdown: Vec<u64>,
+}
+
+impl RunReport {
+    /// What is wrong with the run (empty: it passed): violations, lost
+    /// writes, replicas that did not converge or differ.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = self.violations.clone();
+        if !self.linearizable && p.is_empty() {
+            p.push("not linearizable".into());
+        }
+        p.extend(self.lost_writes.iter().map(|l| format!("lost write: {l}")));
+        p.extend(self.unexpected_exits.iter().cloned());
+        if !self.converged {
+            p.push(format!(
+                "replicas did not converge: applied indexes {:?}",
+                self.applied_indexes
+            ));
+        } else if !self.replicas_identical {
+            p.push(format!(
+                "replicas hold different states: {:?}",
+                self.replica_states
+            ));
+        }
+        p
+    }
 }
 
 /// Waits until `deadline` (the schedule is in time: a partition lasts so
@@ -98,12 +130,38 @@ fn leader(c: &Cluster, password: &Option<String>) -> Option<u64> {
     seen
 }
 
-/// Waits (up to `deadline`) until every replica names one leader and reports
-/// the same applied index; returns whether it did and the indexes seen.
-fn converge(c: &Cluster, password: &Option<String>, deadline: Instant) -> (bool, Vec<String>) {
-    let mut last = Vec::new();
-    while Instant::now() < deadline {
-        let idx: Vec<String> = c
+/// Polls [`leader`] until one is named or `deadline` passes.
+fn await_leader(c: &Cluster, password: &Option<String>, deadline: Instant) -> Option<u64> {
+    loop {
+        if let Some(l) = leader(c, password) {
+            return Some(l);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::park_timeout(Duration::from_millis(50));
+    }
+}
+
+/// Where the replicas stand after healing.
+#[derive(Debug, Clone, Default)]
+struct Convergence {
+    /// Every replica names one leader and reports the same applied index.
+    agreed: bool,
+    /// ... and every replica's own state machine holds the same values.
+    identical: bool,
+    applied: Vec<String>,
+    /// Per replica, the values of every key (its own state, `READONLY`).
+    states: Vec<Option<Vec<Option<String>>>>,
+}
+
+/// Waits (up to `deadline`) until every replica names one leader, reports
+/// the same applied index and holds the same state (compared key by key in
+/// each replica's own state machine).
+fn converge(c: &Cluster, keys: usize, password: &Option<String>, deadline: Instant) -> Convergence {
+    let mut last = Convergence::default();
+    loop {
+        let applied: Vec<String> = c
             .ids()
             .into_iter()
             .map(|id| {
@@ -113,15 +171,48 @@ fn converge(c: &Cluster, password: &Option<String>, deadline: Instant) -> (bool,
                     .map_or_else(|| "?".into(), |(_, v)| v)
             })
             .collect();
-        let agreed = idx.iter().all(|i| i != "?" && i == &idx[0]);
-        last = idx;
-        if agreed && leader(c, password).is_some() {
-            return (true, last);
+        let agreed =
+            applied.iter().all(|i| i != "?" && i == &applied[0]) && leader(c, password).is_some();
+        last.agreed = agreed;
+        last.applied = applied;
+        if agreed {
+            last.states = c
+                .ids()
+                .into_iter()
+                .map(|id| client::read_local(c.client_addr(id), keys, password.clone()))
+                .collect();
+            last.identical =
+                last.states[0].is_some() && last.states.iter().all(|s| s == &last.states[0]);
+            if last.identical {
+                return last;
+            }
+        }
+        if Instant::now() >= deadline {
+            return last;
         }
         std::thread::park_timeout(Duration::from_millis(100));
     }
-    (false, last)
 }
+
+/// The kinds of fault, injected in a seeded order: every kind once per round.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    Partition,
+    BlackHole,
+    KillLeader,
+    KillFollower,
+    Pause,
+    RestartAll,
+}
+
+const FAULTS: [Fault; 6] = [
+    Fault::Partition,
+    Fault::BlackHole,
+    Fault::KillLeader,
+    Fault::KillFollower,
+    Fault::Pause,
+    Fault::RestartAll,
+];
 
 /// Runs the whole thing; `checker` is the built Go checker.
 pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
@@ -131,15 +222,17 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
     let addrs: Vec<_> = ids.iter().map(|&i| cluster.client_addr(i)).collect();
     let t0 = Instant::now();
     // Wait for a first leader before the clients start (bounded).
-    let ready = Instant::now() + Duration::from_secs(30);
-    while leader(&cluster, &spec.password).is_none() {
-        if Instant::now() > ready {
-            return Err(format!(
-                "no leader within 30 s (logs in {})",
-                cluster.dir().display()
-            ));
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
+    if await_leader(
+        &cluster,
+        &spec.password,
+        Instant::now() + Duration::from_secs(30),
+    )
+    .is_none()
+    {
+        return Err(format!(
+            "no leader within 30 s (logs in {})",
+            cluster.dir().display()
+        ));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..spec.clients)
@@ -158,18 +251,35 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
             std::thread::spawn(move || client::run(s))
         })
         .collect();
-    // The fault schedule.
+    // The fault schedule: rounds of every fault kind in a seeded order,
+    // until `duration` has passed and at least one round is complete (and
+    // never longer than twice `duration` plus a minute).
     let mut rng = SplitMix(spec.seed ^ 0xFA17);
     let mut faults = FaultCounts::default();
     let end = Instant::now() + spec.duration;
-    while Instant::now() < end {
-        let hold = ms(&mut rng, 800, 2500);
-        let n = ids.len() as u64;
-        match rng.below(6) {
-            0 | 1 => {
-                // A minority on one side (one replica of three).
-                let side = [ids[rng.below(n) as usize]];
-                let how = if rng.below(2) == 0 {
+    let hard_end = end + spec.duration + Duration::from_secs(60);
+    let mut round: Vec<Fault> = Vec::new();
+    let mut injected = 0usize;
+    let n = ids.len() as u64;
+    while (Instant::now() < end || injected < FAULTS.len()) && Instant::now() < hard_end {
+        if round.is_empty() {
+            round = FAULTS.to_vec();
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let fault = round.pop().expect("refilled above");
+        injected += 1;
+        let hold = ms(&mut rng, 600, 1800);
+        match fault {
+            Fault::Partition | Fault::BlackHole => {
+                // One replica of three cut off from the others (both ways):
+                // the leader half of the time (when there is one).
+                let side = match leader(&cluster, &spec.password) {
+                    Some(l) if rng.below(2) == 0 => [l],
+                    _ => [ids[rng.below(n) as usize]],
+                };
+                let how = if matches!(fault, Fault::Partition) {
                     faults.partitions += 1;
                     Link::Drop
                 } else {
@@ -179,10 +289,14 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
                 cluster.isolate(&side, how);
                 wait_until(Instant::now() + hold);
             }
-            2 => {
-                let l = leader(&cluster, &spec.password);
-                let victim = match l {
-                    Some(l) if rng.below(2) == 0 => {
+            Fault::KillLeader | Fault::KillFollower => {
+                let l = await_leader(
+                    &cluster,
+                    &spec.password,
+                    Instant::now() + Duration::from_secs(5),
+                );
+                let victim = match (fault, l) {
+                    (Fault::KillLeader, Some(l)) => {
                         faults.leader_kills += 1;
                         l
                     }
@@ -196,19 +310,24 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
                 cluster.kill(victim);
                 wait_until(Instant::now() + hold);
             }
-            3 | 4 => {
+            Fault::Pause => {
                 faults.pauses += 1;
-                let victim = ids[rng.below(n) as usize];
+                // The leader half of the time (when there is one).
+                let l = leader(&cluster, &spec.password);
+                let victim = match l {
+                    Some(l) if rng.below(2) == 0 => l,
+                    _ => ids[rng.below(n) as usize],
+                };
                 cluster.pause(victim, true);
                 wait_until(Instant::now() + spec.election_timeout * 2 + hold / 2);
             }
-            _ => {
+            Fault::RestartAll => {
                 faults.restarts_of_all += 1;
                 cluster.restart_all().map_err(|e| io("restarting all", e))?;
             }
         }
         cluster.heal().map_err(|e| io("healing", e))?;
-        wait_until(Instant::now() + ms(&mut rng, 300, 1200));
+        wait_until(Instant::now() + ms(&mut rng, 200, 800));
     }
     cluster.heal().map_err(|e| io("healing", e))?;
     stop.store(true, Ordering::Relaxed);
@@ -219,8 +338,9 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
                 .map_err(|_| "a client thread panicked".to_string())?,
         );
     }
-    let (converged, applied) = converge(
+    let conv = converge(
         &cluster,
+        spec.keys,
         &spec.password,
         Instant::now() + Duration::from_secs(60),
     );
@@ -262,6 +382,8 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
     let summary: Summary = check(checker, std::slice::from_ref(&history), &spec.cluster.dir)?;
     let lost: Vec<LostWrite> = lost_writes(&records, &final_values);
     let unread = finals.iter().filter(|(_, v)| v.is_none()).count();
+    cluster.reap_unexpected();
+    let unexpected_exits = cluster.unexpected_exits().to_vec();
     let killed_at_shutdown = cluster.stop(Duration::from_secs(10));
     let count = |s: Status| records.iter().filter(|r| r.status == s).count() as u64;
     let mut violations: Vec<String> = summary
@@ -295,8 +417,11 @@ pub fn run(spec: &RunSpec, checker: &Path) -> Result<RunReport, String> {
                 )
             })
             .collect(),
-        converged,
-        applied_indexes: applied,
+        converged: conv.agreed,
+        replicas_identical: conv.identical,
+        applied_indexes: conv.applied,
+        replica_states: conv.states.iter().map(|s| format!("{s:?}")).collect(),
+        unexpected_exits,
         killed_at_shutdown,
     })
 }

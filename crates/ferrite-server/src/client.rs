@@ -69,7 +69,13 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream) {
             .await;
         return;
     }
-    let mut conn = Conn::new(node.next_client.fetch_add(1, Ordering::Relaxed));
+    let mut conn = Conn::new(
+        node.next_client.fetch_add(1, Ordering::Relaxed),
+        node.cfg
+            .requirepass
+            .as_deref()
+            .is_some_and(|p| !p.is_empty()),
+    );
     let mut stop = node.shutdown.clone();
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut out: Vec<u8> = Vec::with_capacity(16 * 1024);

@@ -1,5 +1,6 @@
 //! The commands: `GET`, `SET [NX|XX|IFEQ v]`, `DEL`, `EXISTS`, `DBSIZE`,
-//! `PING`, `ECHO`, `INFO`, `HELLO`, `SELECT 0`, `QUIT`, and the `CONFIG GET`,
+//! `PING`, `ECHO`, `INFO`, `HELLO`, `SELECT 0`, `QUIT`, `READONLY` /
+//! `READWRITE` (local, possibly stale reads), and the `CONFIG GET`,
 //! `COMMAND` and `CLIENT` replies that `redis-cli`, `redis-benchmark` and
 //! client libraries ask for when they connect.
 
@@ -17,15 +18,27 @@ pub struct Conn {
     pub proto: u8,
     pub name: Option<Vec<u8>>,
     pub quit: bool,
+    /// After `READONLY` (Redis Cluster's command for reading from a
+    /// replica): `GET` reads this replica's own state machine, which may be
+    /// stale, instead of a linearizable read through the leader. `READWRITE`
+    /// turns it off. For inspecting a replica (e.g. comparing replicas after
+    /// a fault test); writes are unaffected.
+    pub local_reads: bool,
+    /// Whether the connection may run commands: always without a password,
+    /// after a successful `AUTH` (or `HELLO … AUTH`) with one.
+    pub authenticated: bool,
 }
 
 impl Conn {
-    pub fn new(id: u64) -> Conn {
+    /// A new connection; `password` says whether the server has one.
+    pub fn new(id: u64, password: bool) -> Conn {
         Conn {
+            authenticated: !password,
             id,
             proto: 2,
             name: None,
             quit: false,
+            local_reads: false,
         }
     }
 }
@@ -41,17 +54,61 @@ fn upper(b: &[u8]) -> Vec<u8> {
     b.to_ascii_uppercase()
 }
 
+/// `AUTH [username] password`: `default` is the only user.
+fn auth(node: &Node, conn: &mut Conn, user: Option<&[u8]>, password: &[u8]) -> R {
+    let Some(expected) = node.cfg.requirepass.as_deref().filter(|p| !p.is_empty()) else {
+        return R::err(
+            "ERR AUTH <password> called without any password configured for the default user. \
+             Are you sure your configuration is correct?",
+        );
+    };
+    let user_ok = user.is_none_or(|u| u == b"default");
+    if user_ok && crate::auth::constant_time_eq(password, expected.as_bytes()) {
+        conn.authenticated = true;
+        R::ok()
+    } else {
+        tracing::warn!(
+            "replica {}: client {} failed to authenticate (wrong password)",
+            node.id,
+            conn.id
+        );
+        R::err("WRONGPASS invalid username-password pair or user is disabled.")
+    }
+}
+
 /// Runs one command.
 pub async fn dispatch(node: &Node, conn: &mut Conn, args: Vec<Vec<u8>>) -> R {
     let name = upper(&args[0]);
     let n = args.len();
+    if !conn.authenticated && !matches!(name.as_slice(), b"AUTH" | b"HELLO" | b"QUIT") {
+        return R::err("NOAUTH Authentication required.");
+    }
     match name.as_slice() {
+        b"AUTH" => match n {
+            2 => auth(node, conn, None, &args[1]),
+            3 => auth(node, conn, Some(&args[1]), &args[2]),
+            _ => wrong_args(&args[0]),
+        },
         b"PING" => match n {
             1 => R::Simple("PONG".into()),
             2 => R::Bulk(args[1].clone()),
             _ => wrong_args(&args[0]),
         },
         b"ECHO" if n == 2 => R::Bulk(args[1].clone()),
+        b"GET" if n == 2 && (conn.local_reads || node.cfg.tripwire_stale_reads) => {
+            match node.replica.get(&args[1]) {
+                Ok(v) => v.map_or(R::Null, R::Bulk),
+                Err(e) => R::err(format!("ERR reading this replica's state: {e}")),
+            }
+        }
+        b"READONLY" if n == 1 => {
+            conn.local_reads = true;
+            R::ok()
+        }
+        b"READWRITE" if n == 1 => {
+            conn.local_reads = false;
+            R::ok()
+        }
         b"GET" if n == 2 => match node.exec(ClientOp::Get(vec![args[1].clone()])).await {
             Ok(ClientReply::Values(mut v)) if v.len() == 1 => {
                 v.pop().flatten().map_or(R::Null, R::Bulk)
@@ -187,17 +244,23 @@ fn role(node: &Node) -> (&'static str, ServerState) {
 
 fn hello(node: &Node, conn: &mut Conn, args: &[Vec<u8>]) -> R {
     let mut i = 1;
+    let mut proto = conn.proto;
     if let Some(v) = args.get(1) {
         match v.as_slice() {
-            b"2" => conn.proto = 2,
-            b"3" => conn.proto = 3,
+            b"2" => proto = 2,
+            b"3" => proto = 3,
             _ => return R::err("NOPROTO unsupported protocol version"),
         }
         i = 2;
     }
     while i < args.len() {
         match upper(&args[i]).as_slice() {
-            b"AUTH" if i + 2 < args.len() => i += 3,
+            b"AUTH" if i + 2 < args.len() => {
+                if let R::Error(e) = auth(node, conn, Some(&args[i + 1]), &args[i + 2]) {
+                    return R::Error(e);
+                }
+                i += 3;
+            }
             b"SETNAME" if i + 1 < args.len() => {
                 conn.name = Some(args[i + 1].clone());
                 i += 2;
@@ -205,6 +268,10 @@ fn hello(node: &Node, conn: &mut Conn, args: &[Vec<u8>]) -> R {
             _ => return R::err("ERR syntax error in HELLO option"),
         }
     }
+    if !conn.authenticated {
+        return R::err("NOAUTH HELLO must be called with the client's AUTH credentials");
+    }
+    conn.proto = proto;
     let (r, _) = role(node);
     R::Map(vec![
         (R::bulk("server"), R::bulk("ferrite")),
@@ -263,13 +330,28 @@ fn config(node: &Node, args: &[Vec<u8>]) -> R {
 fn command(args: &[Vec<u8>]) -> R {
     match args.get(1).map(|a| upper(a)).as_deref() {
         None => R::Array(vec![]),
-        Some(b"COUNT") => R::Int(17),
+        Some(b"COUNT") => R::Int(20),
         Some(b"DOCS") => R::Map(vec![]),
         Some(b"INFO") => R::Array(args[2..].iter().map(|_| R::Null).collect()),
         Some(b"LIST") => R::Array(
             [
-                "get", "set", "del", "exists", "dbsize", "ping", "echo", "info", "hello", "select",
-                "quit", "config", "command", "client",
+                "get",
+                "set",
+                "del",
+                "exists",
+                "dbsize",
+                "ping",
+                "echo",
+                "info",
+                "hello",
+                "select",
+                "quit",
+                "config",
+                "command",
+                "client",
+                "auth",
+                "readonly",
+                "readwrite",
             ]
             .iter()
             .map(R::bulk)

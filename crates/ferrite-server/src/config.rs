@@ -69,6 +69,15 @@ pub struct ServerConfig {
     pub peers: BTreeMap<u64, String>,
     pub limits: Limits,
     pub raft: RaftTuning,
+    /// Clients must `AUTH` with this password first (`requirepass`).
+    pub requirepass: Option<String>,
+    /// The secret replicas prove to each other when a replica-to-replica
+    /// connection opens (empty: none, only allowed on loopback).
+    pub cluster_secret: Vec<u8>,
+    /// Tripwire (tests only): answer `GET` from this replica's own state
+    /// machine, without the read-index round through the leader — stale
+    /// reads, which the fault harness's linearizability check must catch.
+    pub tripwire_stale_reads: bool,
 }
 
 impl ServerConfig {
@@ -86,7 +95,30 @@ impl ServerConfig {
             peers: BTreeMap::new(),
             limits: Limits::default(),
             raft: RaftTuning::default(),
+            requirepass: None,
+            cluster_secret: Vec::new(),
+            tripwire_stale_reads: false,
         }
+    }
+
+    /// Safe on a network by default: a client port on a non-loopback
+    /// address needs a password, a peer port on one needs a cluster secret.
+    pub fn check_exposure(&self) -> Result<(), String> {
+        if !self.listen.ip().is_loopback() && self.requirepass.as_deref().unwrap_or("").is_empty() {
+            return Err(format!(
+                "refusing to serve clients on {} (not a loopback address) without a password: \
+                 set one with --requirepass (clients then AUTH), or listen on 127.0.0.1",
+                self.listen
+            ));
+        }
+        if !self.peer_listen.ip().is_loopback() && self.cluster_secret.is_empty() {
+            return Err(format!(
+                "refusing to listen for replicas on {} (not a loopback address) without a \
+                 cluster secret: give every replica the same --cluster-secret-file",
+                self.peer_listen
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -118,6 +150,27 @@ pub fn parse_peers(s: &str) -> Result<BTreeMap<u64, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exposed_ports_need_a_password_and_a_secret() {
+        let store = ferrite_raft::StoreConfig::new(ferrite_raft::StoreKind::Wal, "/nonexistent");
+        let lo = "127.0.0.1:7001".parse().unwrap();
+        let any = "0.0.0.0:7001".parse().unwrap();
+        let mut c = ServerConfig::new(1, store, lo, lo);
+        assert!(c.check_exposure().is_ok());
+        c.listen = any;
+        let e = c.check_exposure().unwrap_err();
+        assert!(e.contains("--requirepass"), "{e}");
+        c.requirepass = Some(String::new());
+        assert!(c.check_exposure().is_err(), "an empty password is none");
+        c.requirepass = Some("pw".into());
+        assert!(c.check_exposure().is_ok());
+        c.peer_listen = "[::]:7002".parse().unwrap();
+        let e = c.check_exposure().unwrap_err();
+        assert!(e.contains("--cluster-secret"), "{e}");
+        c.cluster_secret = b"s".to_vec();
+        assert!(c.check_exposure().is_ok());
+    }
 
     #[test]
     fn peers_parse_and_bad_ones_are_refused() {

@@ -3,7 +3,8 @@
 //!
 //! | module | holds |
 //! | --- | --- |
-//! | [`config`] | a replica's configuration, limits, Raft timing |
+//! | [`config`] | a replica's configuration, limits, Raft timing, exposure rules |
+//! | [`auth`] | the client password and the replicas' cluster-secret handshake |
 //! | [`node`] | the replica: store, Raft, listeners, routing to the leader, shutdown |
 //! | [`proto`] | the replica-to-replica frames (versioned, length-prefixed, postcard) |
 //! | [`network`] | openraft's network over pooled TCP connections |
@@ -16,6 +17,7 @@
 //! not by a leader lease: a lease would need bounded clock drift, read-index
 //! needs one heartbeat round per read.
 
+pub mod auth;
 mod client;
 pub mod commands;
 pub mod config;
@@ -42,6 +44,9 @@ pub enum ServerError {
     },
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A port on a non-loopback address without a password or secret.
+    #[error("{0}")]
+    Exposed(String),
     #[error("raft: {0}")]
     Raft(String),
 }

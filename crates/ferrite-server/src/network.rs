@@ -51,16 +51,24 @@ pub enum CallError {
 pub struct PeerPool {
     idle: Mutex<HashMap<String, Vec<TcpStream>>>,
     max_frame: usize,
+    /// This replica's id and the cluster secret, for the handshake.
+    id: u64,
+    secret: Vec<u8>,
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// The cluster-secret handshake on a new connection (two round trips; the
+/// caller's own deadline usually ends a call to a paused replica first).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_IDLE: usize = 8;
 
 impl PeerPool {
-    pub fn new(max_frame: usize) -> PeerPool {
+    pub fn new(max_frame: usize, id: u64, secret: Vec<u8>) -> PeerPool {
         PeerPool {
             idle: Mutex::new(HashMap::new()),
             max_frame,
+            id,
+            secret,
         }
     }
 
@@ -77,16 +85,27 @@ impl PeerPool {
             addr: addr.to_string(),
             source,
         };
-        let s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        let timed_out = || {
+            unreachable(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connect timed out",
+            ))
+        };
+        let mut s = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
-            .map_err(|_| {
-                unreachable(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "connect timed out",
-                ))
-            })?
+            .map_err(|_| timed_out())?
             .map_err(unreachable)?;
         let _ = s.set_nodelay(true);
+        tokio::time::timeout(
+            HANDSHAKE_TIMEOUT,
+            crate::auth::connect(&mut s, &self.secret, self.id, self.max_frame),
+        )
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(|e| {
+            tracing::error!("replica {}: handshake with {addr} failed: {e}", self.id);
+            CallError::Protocol(format!("{addr}: handshake: {e}"))
+        })?;
         Ok(s)
     }
 

@@ -162,6 +162,7 @@ pub struct Bound {
 impl Bound {
     /// Binds the client and peer ports (port 0 picks free ones).
     pub async fn bind(cfg: ServerConfig) -> Result<Bound, ServerError> {
+        cfg.check_exposure().map_err(ServerError::Exposed)?;
         let client = TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| ServerError::io(format!("binding the client port {}", cfg.listen), e))?;
@@ -212,7 +213,11 @@ impl Bound {
         }
         .validate()
         .map_err(|e| ServerError::Config(e.to_string()))?;
-        let pool = Arc::new(PeerPool::new(cfg.limits.max_frame));
+        let pool = Arc::new(PeerPool::new(
+            cfg.limits.max_frame,
+            cfg.id,
+            cfg.cluster_secret.clone(),
+        ));
         let net = NetworkFactory {
             pool: pool.clone(),
             peers: Arc::new(cfg.peers.clone()),

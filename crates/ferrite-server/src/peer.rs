@@ -9,7 +9,11 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::node::Node;
 use crate::proto::{read_frame, write_frame, FrameError, PeerMsg};
 
-/// Accepts peer connections until the node shuts down.
+/// How long an opened replica connection may take to authenticate.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Accepts peer connections until the node shuts down; each must pass the
+/// cluster-secret handshake ([`crate::auth`]) before anything else is read.
 pub async fn accept(node: Arc<Node>, listener: TcpListener) {
     let mut stop = node.shutdown.clone();
     loop {
@@ -20,6 +24,20 @@ pub async fn accept(node: Arc<Node>, listener: TcpListener) {
                     let _ = sock.set_nodelay(true);
                     let n = node.clone();
                     tokio::spawn(async move {
+                        let mut sock = sock;
+                        let secret = n.cfg.cluster_secret.clone();
+                        let shake = crate::auth::accept(&mut sock, &secret, n.cfg.limits.max_frame);
+                        match tokio::time::timeout(HANDSHAKE_TIMEOUT, shake).await {
+                            Ok(Ok(_)) => {}
+                            Ok(Err(e)) => {
+                                tracing::error!("replica {}: refused a replica connection from {from}: {e}", n.id);
+                                return;
+                            }
+                            Err(_) => {
+                                tracing::error!("replica {}: refused a replica connection from {from}: no handshake within {HANDSHAKE_TIMEOUT:?}", n.id);
+                                return;
+                            }
+                        }
                         if let Err(e) = serve(&n, sock).await {
                             tracing::error!("replica {}: closing the peer connection from {from}: {e}", n.id);
                         }

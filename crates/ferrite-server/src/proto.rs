@@ -37,6 +37,22 @@ pub enum PeerMsg {
     /// A client's request, forwarded by a follower to the leader.
     Forward(ClientOp),
     ForwardReply(Result<ClientReply, String>),
+    /// Handshake (see [`crate::auth`]): the connecting replica's id and nonce.
+    Hello {
+        id: u64,
+        nonce: [u8; 16],
+    },
+    /// Handshake: the accepting replica's nonce and its proof of the secret.
+    Challenge {
+        nonce: [u8; 16],
+        proof: [u8; 32],
+    },
+    /// Handshake: the connecting replica's proof of the secret.
+    Proof([u8; 32]),
+    /// Handshake: authenticated.
+    Welcome,
+    /// Handshake: refused (the connection closes).
+    Denied(String),
 }
 
 impl PeerMsg {
@@ -52,6 +68,11 @@ impl PeerMsg {
             PeerMsg::SnapshotReply(_) => "snapshot reply",
             PeerMsg::Forward(_) => "forward",
             PeerMsg::ForwardReply(_) => "forward reply",
+            PeerMsg::Hello { .. } => "hello",
+            PeerMsg::Challenge { .. } => "challenge",
+            PeerMsg::Proof(_) => "proof",
+            PeerMsg::Welcome => "welcome",
+            PeerMsg::Denied(_) => "denial",
         }
     }
 }

@@ -4,7 +4,9 @@
 //! `up` starts the replicas in the background (their own sessions, output in
 //! `<dir>/replica-<id>.log`), waits until they elect a leader, records them in
 //! `<dir>/cluster.json` and prints how to reach them. `down` stops them with
-//! SIGTERM (a replica commits and closes its store) and waits for them.
+//! SIGTERM (a replica commits and closes its store) and waits for them. The
+//! replicas authenticate each other with a random secret `up` writes to
+//! `<dir>/cluster.secret`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -83,6 +85,8 @@ pub struct ClusterRecord {
 }
 
 const RECORD: &str = "cluster.json";
+/// The replicas' cluster secret, written by `up`.
+const SECRET: &str = "cluster.secret";
 
 fn default_dir(kind: StoreKind) -> PathBuf {
     if kind.is_pm() {
@@ -213,6 +217,25 @@ fn up(a: UpArgs) -> Result<i32> {
         .split_whitespace()
         .map(str::to_string)
         .collect();
+    // The replicas authenticate each other with a secret of this cluster's
+    // own (readable by this user only), kept with the pools so a restart
+    // finds it.
+    let secret = dir.join(SECRET);
+    if !secret.exists() {
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut bytes = [0u8; 24];
+        for c in bytes.chunks_mut(8) {
+            c.copy_from_slice(&ferrite_pm::rng::random_u64().to_le_bytes());
+        }
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&secret)
+            .and_then(|mut f| f.write_all(hex.as_bytes()))
+            .with_context(|| format!("writing {}", secret.display()))?;
+    }
     let mut replicas = Vec::new();
     for i in 1..=a.n {
         let pool = if kind.is_pm() {
@@ -237,6 +260,8 @@ fn up(a: UpArgs) -> Result<i32> {
             .args(["--listen", &format!("127.0.0.1:{}", port(i))])
             .args(["--peer-listen", &format!("127.0.0.1:{}", peer_port(i))])
             .args(["--peers", &peers.join(",")])
+            .arg("--cluster-secret-file")
+            .arg(&secret)
             .args(["--pool-size", &a.pool_size.to_string()])
             .args(&extra)
             .stdin(Stdio::null())
@@ -367,7 +392,7 @@ fn purge_leftovers(dir: &Path) -> bool {
     let mut n = 0;
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("replica-") {
+        if name.starts_with("replica-") || name == SECRET {
             let p = e.path();
             let _ = std::fs::remove_file(&p);
             let _ = std::fs::remove_dir_all(&p);
@@ -426,6 +451,7 @@ fn down(a: DownArgs) -> Result<i32> {
                 let _ = std::fs::remove_dir_all(&r.pool);
                 let _ = std::fs::remove_file(&r.log);
             }
+            let _ = std::fs::remove_file(dir.join(SECRET));
             let _ = std::fs::remove_dir(&dir);
         }
         println!(

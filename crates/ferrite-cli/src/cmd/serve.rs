@@ -18,12 +18,31 @@ pub struct ServeArgs {
     /// The pool file (list, btree; created when absent) or directory (wal)
     #[arg(long)]
     pub pool: PathBuf,
-    /// Address for clients (RESP)
+    /// Address for clients (RESP). Loopback unless told: any other address
+    /// needs --requirepass (or --requirepass-file)
     #[arg(long, default_value = "127.0.0.1:6379")]
     pub listen: String,
-    /// Address for the other replicas
+    /// Address for the other replicas. Loopback unless told: any other
+    /// address needs --cluster-secret-file (or --cluster-secret)
     #[arg(long, default_value = "127.0.0.1:16379")]
     pub peer_listen: String,
+    /// Password clients must give with AUTH (redis-cli -a PASSWORD) before
+    /// any other command
+    #[arg(long, conflicts_with = "requirepass_file")]
+    pub requirepass: Option<String>,
+    /// Read the client password from this file (first line; keeps it out of
+    /// the process list)
+    #[arg(long)]
+    pub requirepass_file: Option<PathBuf>,
+    /// Secret shared by the cluster's replicas: each proves it to the others
+    /// (HMAC challenge) when a replica-to-replica connection opens; a replica
+    /// without it is refused and logged
+    #[arg(long, conflicts_with = "cluster_secret_file")]
+    pub cluster_secret: Option<String>,
+    /// Read the cluster secret from this file (its whole content, trailing
+    /// newline removed)
+    #[arg(long)]
+    pub cluster_secret_file: Option<PathBuf>,
     /// The other replicas: id=host:port of their --peer-listen, comma separated
     #[arg(long, default_value = "")]
     pub peers: String,
@@ -53,6 +72,10 @@ pub struct ServeArgs {
     /// Largest client request (bytes)
     #[arg(long, default_value = "16M", value_parser = parse_size)]
     pub max_request: u64,
+    /// Tripwire for the fault tests: GET reads this replica's own state
+    /// without the read-index round (stale reads the checker must catch)
+    #[arg(long, hide = true)]
+    pub tripwire_stale_reads: bool,
     /// Log level: error, warn, info, debug
     #[arg(long, default_value = "warn")]
     pub log: String,
@@ -60,6 +83,36 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
 }
+
+/// A secret from the command line or from a file (trailing newline removed).
+fn secret(inline: &Option<String>, file: &Option<PathBuf>, what: &str) -> Result<Option<String>> {
+    let s = match (inline, file) {
+        (Some(s), _) => Some(s.clone()),
+        (None, Some(f)) => {
+            let t = std::fs::read_to_string(f)
+                .with_context(|| format!("reading the {what} from {}", f.display()))?;
+            Some(t.trim_end_matches(['\r', '\n']).to_string())
+        }
+        (None, None) => None,
+    };
+    if s.as_deref() == Some("") {
+        bail!("the {what} is empty");
+    }
+    Ok(s)
+}
+
+/// A usage error: the replica would listen on a network without a password
+/// or secret (exit status 64).
+#[derive(Debug)]
+pub struct Exposed(pub String);
+
+impl std::fmt::Display for Exposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Exposed {}
 
 /// Builds the replica's configuration from the arguments.
 pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
@@ -95,6 +148,13 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.raft.snapshot_every = a.snapshot_every.max(1);
     cfg.limits.max_clients = a.max_clients;
     cfg.limits.max_request = a.max_request as usize;
+    cfg.tripwire_stale_reads = a.tripwire_stale_reads;
+    cfg.requirepass = secret(&a.requirepass, &a.requirepass_file, "client password")?;
+    cfg.cluster_secret = secret(&a.cluster_secret, &a.cluster_secret_file, "cluster secret")?
+        .map(String::into_bytes)
+        .unwrap_or_default();
+    cfg.check_exposure()
+        .map_err(|e| anyhow::Error::new(Exposed(e)))?;
     Ok(cfg)
 }
 
@@ -121,7 +181,14 @@ fn code(e: &ServerError) -> Option<i32> {
 }
 
 pub fn run(a: ServeArgs) -> Result<i32> {
-    let cfg = config(&a)?;
+    let cfg = match config(&a) {
+        Ok(c) => c,
+        Err(e) if e.downcast_ref::<Exposed>().is_some() => {
+            eprintln!("ferrite serve: {e}");
+            return Ok(crate::util::EXIT_USAGE);
+        }
+        Err(e) => return Err(e),
+    };
     tracing_subscriber::fmt()
         .with_max_level(level(&a.log)?)
         .with_writer(std::io::stderr)
