@@ -113,8 +113,11 @@ impl Drop for Up {
 }
 
 fn base_port(slot: u16) -> u16 {
-    // Away from the defaults; distinct per test and per test process.
-    21000 + (std::process::id() % 400) as u16 * 10 + slot * 3
+    // Away from the defaults; distinct per test and per test process. Client
+    // ports 11000..19012 (the bench test adds 4000) and peer ports (+10000)
+    // stay below the kernel's ephemeral range (32768..), where a replica's
+    // port could be taken as the local end of some outgoing connection.
+    11000 + (std::process::id() % 400) as u16 * 10 + slot * 3
 }
 
 #[test]
