@@ -450,7 +450,7 @@ impl Map {
         f: impl FnOnce(&FerriteIndex) -> ferrite_kv::KvResult<bool>,
     ) -> Result<bool> {
         self.check_writable()?;
-        let _g = self.inner.gate.shared(key);
+        let _w = self.inner.gate.write(key);
         Ok(f(&self.inner.idx)?)
     }
 
