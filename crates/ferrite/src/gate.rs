@@ -175,6 +175,7 @@ impl SysBarriers {
         let _ = MODE.compare_exchange(MODE_UNSET, m, Ordering::AcqRel, Ordering::Acquire);
     }
 
+    #[inline(always)]
     fn uses_membarrier() -> bool {
         MODE.load(Ordering::Relaxed) == MODE_MEMBARRIER
     }
@@ -210,7 +211,14 @@ mod membarrier {
     fn call(cmd: libc::c_long) -> bool {
         // SAFETY: membarrier(2) takes two integers (cmd, flags) and a cpu id
         // and touches no memory of ours.
-        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long, 0 as libc::c_long) == 0 }
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                cmd,
+                0 as libc::c_long,
+                0 as libc::c_long,
+            ) == 0
+        }
     }
 
     /// Registers the process for private expedited barriers.
@@ -234,7 +242,9 @@ mod membarrier {
         // The kernel granted the registration once and refuses the barrier
         // now: writers rely on it, so going on would break exclusion.
         let e = std::io::Error::last_os_error();
-        eprintln!("ferrite: membarrier failed after registration ({e}); aborting to keep maps consistent");
+        eprintln!(
+            "ferrite: membarrier failed after registration ({e}); aborting to keep maps consistent"
+        );
         std::process::abort();
     }
 }
@@ -246,6 +256,16 @@ mod membarrier {
     }
     pub(super) fn barrier() {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The barriers chosen for this process (`"membarrier"` or `"fences"`).
+pub(crate) fn barriers() -> &'static str {
+    SysBarriers::init();
+    if SysBarriers::uses_membarrier() {
+        "membarrier"
+    } else {
+        "fences"
     }
 }
 
@@ -468,7 +488,13 @@ impl Gate {
         let i = stripe_of(key);
         if let Some(slot) = my_slot() {
             loop {
-                if try_announce(&slot.0, &self.excl, self.addr() | i as u64, 1 << i, &SysBarriers) {
+                if try_announce(
+                    &slot.0,
+                    &self.excl,
+                    self.addr() | i as u64,
+                    1 << i,
+                    &SysBarriers,
+                ) {
                     return Write::Announced(slot);
                 }
                 // Wait for the exclusive holder (it holds the stripe lock
@@ -591,7 +617,11 @@ mod tests {
                 }
                 let slot = my_slot().expect("a live thread has a slot");
                 assert!(!try_announce(&slot.0, &g.excl, g.addr(), 1, &SysBarriers));
-                assert_eq!(slot.0.load(Ordering::Relaxed), 0, "a refused announcement is withdrawn");
+                assert_eq!(
+                    slot.0.load(Ordering::Relaxed),
+                    0,
+                    "a refused announcement is withdrawn"
+                );
             });
         });
         // SAFETY: taken by lock_all above.
@@ -640,7 +670,10 @@ mod tests {
         std::thread::scope(|s| {
             let h = s.spawn(|| {
                 let _w = g.write(key);
-                assert!(done.load(Ordering::SeqCst), "a write ran while its stripe was exclusive");
+                assert!(
+                    done.load(Ordering::SeqCst),
+                    "a write ran while its stripe was exclusive"
+                );
             });
             // It is waiting on the stripe lock (it cannot announce).
             while !g.stripes[stripe_of(key)].0.is_locked() {}

@@ -122,7 +122,10 @@
 //! # Concurrency and processes
 //!
 //! [`Db`], [`Map`] and [`ElfTable`] are `Send + Sync` handles: clone them
-//! into threads. One process at a time may open a pool; a second gets
+//! into threads. Plain writes of a map take no lock of the facade (they
+//! announce themselves to its writer gate, see [`writer_barriers`]); a
+//! compare-and-swap, `update_with` or transaction waits for the plain writes
+//! it must exclude. One process at a time may open a pool; a second gets
 //! [`Error::InUse`] (the pool file is locked).
 //!
 //! # Errors
@@ -146,6 +149,21 @@ pub use ferrite_pm::Durability;
 pub use map::{Batch, Conflict, Map};
 pub use range::Range;
 pub use txn::{Transaction, TxRange};
+
+/// How this process's writer gates order a plain write against
+/// compare-and-swap, `update_with` and transactions (see the crate guide's
+/// concurrency section): `"membarrier"` (Linux's `membarrier`: a plain write
+/// pays no locked instruction) or `"fences"` (a full fence per write; set
+/// `FERRITE_GATE_FENCES=1` to choose it). Decided when the first map opens.
+///
+/// ```
+/// let _db = ferrite::Db::volatile(16 << 20)?;
+/// assert!(["membarrier", "fences"].contains(&ferrite::writer_barriers()));
+/// # Ok::<(), ferrite::Error>(())
+/// ```
+pub fn writer_barriers() -> &'static str {
+    gate::barriers()
+}
 
 /// The longest key a map accepts, in bytes.
 ///
