@@ -198,3 +198,38 @@ pub fn a_transaction_waits_for_other_writers_and_holds_them_off() {
     assert!(wrote.load(Ordering::Acquire));
     assert_eq!(m.get("k").unwrap(), Some(1u64.to_be_bytes().to_vec()));
 }
+
+/// The `#[test]` functions of one harness: each calls `setup` (which picks
+/// the gate's barriers before any gate exists), then its case; one more test
+/// checks the barriers in use are `$barriers`.
+#[macro_export]
+macro_rules! concurrency_tests {
+    ($setup:path, $barriers:literal) => {
+        #[test]
+        fn transfers_in_transactions_never_change_the_total_any_reader_sees() {
+            $setup();
+            cases::transfers_in_transactions_never_change_the_total_any_reader_sees();
+        }
+        #[test]
+        fn update_with_and_compare_and_swap_lose_no_increment() {
+            $setup();
+            cases::update_with_and_compare_and_swap_lose_no_increment();
+        }
+        #[test]
+        fn writing_around_ones_own_transaction_is_an_error_not_a_deadlock() {
+            $setup();
+            cases::writing_around_ones_own_transaction_is_an_error_not_a_deadlock();
+        }
+        #[test]
+        fn a_transaction_waits_for_other_writers_and_holds_them_off() {
+            $setup();
+            cases::a_transaction_waits_for_other_writers_and_holds_them_off();
+        }
+        #[test]
+        fn the_gate_uses_the_expected_barriers() {
+            $setup();
+            let _db = ferrite::Db::volatile(16 << 20).unwrap();
+            assert_eq!(ferrite::writer_barriers(), $barriers);
+        }
+    };
+}
