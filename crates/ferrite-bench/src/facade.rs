@@ -36,6 +36,10 @@ pub struct FacadeConfig {
     pub py_records: u64,
     /// The runs of part 1 (a subset of [`BENCHES`]).
     pub benches: Vec<String>,
+    /// Slices of the paired measurement (0: skip it).
+    pub slices: usize,
+    /// Operations per slice and variant.
+    pub slice_ops: u64,
 }
 
 impl Default for FacadeConfig {
@@ -50,6 +54,8 @@ impl Default for FacadeConfig {
             python: None,
             py_records: 200_000,
             benches: BENCHES.iter().map(|s| s.to_string()).collect(),
+            slices: 40,
+            slice_ops: 25_000,
         }
     }
 }
@@ -171,6 +177,12 @@ pub fn facade(c: &FacadeConfig) -> Result<(BenchOutput, Option<String>)> {
             r.results.push(res);
         }
     }
+    if c.slices > 0 {
+        r.notes.push(format!(
+            "*-paired rows: the bar's measurement. Both variants loaded with {} records, then {} slices of {} operations on each, order alternating, timed on the worker's CPU clock; vs_index_paired = index CPU time / facade CPU time (Mops/s of these rows are per CPU second)",
+            c.records, c.slices, c.slice_ops
+        ));
+    }
     r.notes.push(format!(
         "ferrite = FerriteIndex called directly; ferrite-facade = the same index through ferrite::Map (writer gate, typed errors); {} rounds, order alternating; vs_index = median of the per-round facade/index ratios of on-CPU throughput (mops_cpu: operations per on-CPU second of the worker, robust to the other load of this shared machine), vs_index_wall the same of wall-clock throughput",
         c.rounds
@@ -200,6 +212,11 @@ pub fn facade(c: &FacadeConfig) -> Result<(BenchOutput, Option<String>)> {
         &cats,
         &series,
     );
+    if c.slices > 0 {
+        for p in paired(c)? {
+            r.results.push(p);
+        }
+    }
     let py_svg = match &c.python {
         Some(py) => Some(python_part(py, c, &mut r)?),
         None => {
@@ -216,6 +233,7 @@ pub fn facade(c: &FacadeConfig) -> Result<(BenchOutput, Option<String>)> {
                 "mops_cpu",
                 "vs_index",
                 "vs_index_wall",
+                "vs_index_paired",
                 "overhead_pct",
                 "vs_dict",
                 "min_mops",
@@ -225,6 +243,117 @@ pub fn facade(c: &FacadeConfig) -> Result<(BenchOutput, Option<String>)> {
         },
         py_svg,
     ))
+}
+
+/// The bar's operations (lookups and inserts) measured in interleaved
+/// slices: both variants loaded with the same `records`, then `slices`
+/// times `slice_ops` operations on one and the same operations on the
+/// other (the order alternating), each slice timed on the worker's CPU
+/// clock. Other load on the machine lands on both variants within
+/// milliseconds of each other, so the ratio of the summed CPU times is far
+/// steadier than that of whole runs seconds apart. Rows `lookup-paired` and
+/// `insert-paired` of `ferrite-facade` carry `vs_index_paired` (index CPU
+/// time / facade CPU time: the facade's throughput relative to the index).
+fn paired(c: &FacadeConfig) -> Result<Vec<BenchResult>> {
+    use crate::index::variants::{open_variant, VariantConfig};
+    use crate::index::workload::{KeyCodec, Rng};
+    use ferrite_pm::clock::thread_cpu_secs;
+
+    let inserts = c.slices as u64 * c.slice_ops;
+    let vc = VariantConfig {
+        pool_dir: c.pool_dir.clone(),
+        pool_path: None,
+        pool_size: 0,
+        max_records: c.records + inserts,
+        key_len: 8,
+        value_size: 8,
+        reopen: false,
+        redb_load_batch: 1,
+        threads: 1,
+    };
+    let names = ["ferrite", "ferrite-facade"];
+    let inst = [open_variant(names[0], &vc)?, open_variant(names[1], &vc)?];
+    let codec = KeyCodec::new(8, 8, "")?;
+    let (mut k, mut v, mut out) = (Vec::new(), Vec::new(), Vec::new());
+    for id in 0..c.records {
+        codec.key(id, &mut k);
+        codec.value(id, 0, &mut v);
+        for i in &inst {
+            i.kv.insert(&k, &v)
+                .map_err(|e| BenchError::Check(e.to_string()))?;
+        }
+    }
+    let mut rows = Vec::new();
+    for op in ["lookup", "insert"] {
+        // Summed CPU seconds per variant, and each slice's ratio.
+        let mut cpu = [0.0f64; 2];
+        let mut ratios = Vec::with_capacity(c.slices);
+        for s in 0..c.slices {
+            let order = if s % 2 == 0 { [0, 1] } else { [1, 0] };
+            let mut t = [0.0f64; 2];
+            for &i in &order {
+                let kv = &inst[i].kv;
+                let mut rng = Rng(0x5EED ^ (s as u64) << 20);
+                let t0 = thread_cpu_secs();
+                for j in 0..c.slice_ops {
+                    if op == "lookup" {
+                        codec.key(rng.below(c.records), &mut k);
+                        let found = kv
+                            .get_into(&k, &mut out)
+                            .map_err(|e| BenchError::Check(e.to_string()))?;
+                        if !found {
+                            return Err(BenchError::Check(format!(
+                                "{}: a loaded key was not found",
+                                names[i]
+                            )));
+                        }
+                    } else {
+                        let id = c.records + s as u64 * c.slice_ops + j;
+                        codec.key(id, &mut k);
+                        codec.value(id, 0, &mut v);
+                        let fresh = kv
+                            .insert(&k, &v)
+                            .map_err(|e| BenchError::Check(e.to_string()))?;
+                        if !fresh {
+                            return Err(BenchError::Check(format!(
+                                "{}: a fresh key was already present",
+                                names[i]
+                            )));
+                        }
+                    }
+                }
+                t[i] = thread_cpu_secs() - t0;
+            }
+            cpu[0] += t[0];
+            cpu[1] += t[1];
+            if t[1] > 0.0 {
+                ratios.push(t[0] / t[1]);
+            }
+        }
+        let ops = inserts as f64;
+        for (i, name) in names.iter().enumerate() {
+            let mops = if cpu[i] > 0.0 {
+                ops / cpu[i] / 1e6
+            } else {
+                0.0
+            };
+            let mut res = BenchResult::new(&format!("{op}-paired"), name, None, 1, mops)
+                .with("mops_cpu", mops);
+            if i == 1 && cpu[1] > 0.0 {
+                let ratio = cpu[0] / cpu[1];
+                let lo = ratios.iter().cloned().fold(f64::INFINITY, f64::min);
+                let hi = ratios.iter().cloned().fold(0.0, f64::max);
+                res = res
+                    .with("vs_index_paired", ratio)
+                    .with("overhead_pct", (1.0 - ratio) * 100.0)
+                    .with("slice_ratio_median", median(&mut ratios))
+                    .with("slice_ratio_min", lo)
+                    .with("slice_ratio_max", hi);
+            }
+            rows.push(res);
+        }
+    }
+    Ok(rows)
 }
 
 /// The script of part 2, in the source tree.
@@ -333,6 +462,8 @@ mod tests {
             // Long enough that a starved worker on a loaded machine still runs.
             max_seconds: 60.0,
             pool_dir: std::env::temp_dir(),
+            slices: 4,
+            slice_ops: 500,
             ..FacadeConfig::default()
         };
         let (out, py) = facade(&c).unwrap();
@@ -351,6 +482,16 @@ mod tests {
                 .results
                 .iter()
                 .any(|x| x.bench == *b && x.variant == "ferrite"));
+        }
+        for b in ["lookup-paired", "insert-paired"] {
+            let fac = out
+                .report
+                .results
+                .iter()
+                .find(|x| x.bench == b && x.variant == "ferrite-facade")
+                .unwrap_or_else(|| panic!("no facade row for {b}"));
+            let r = fac.extra["vs_index_paired"].as_f64().unwrap();
+            assert!(r > 0.0 && r.is_finite(), "{b}: {r}");
         }
         assert!(out.svg.starts_with("<svg"));
         assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);

@@ -481,10 +481,31 @@ impl Gate {
         (owner != 0 && owner == token()) || (upd != 0 && upd == self.addr() as usize)
     }
 
-    /// Begins a single-key write of `key`: announced, or (when an exclusive
-    /// holder has its stripe) after that holder is done.
-    #[inline]
-    pub(crate) fn write(&self, key: &[u8]) -> Write<'_> {
+    /// Begins a single-key write of `key` when no exclusive holder of any
+    /// stripe is about (the common case: two plain stores and a load in all).
+    /// None: some stripe is excluded (perhaps by this very thread, inside a
+    /// transaction or `update_with`): check [`Gate::held_by_me`], then
+    /// [`Gate::write_waiting`].
+    #[inline(always)]
+    pub(crate) fn write(&self, key: &[u8]) -> Option<Write<'_>> {
+        let slot = my_slot()?;
+        if try_announce(
+            &slot.0,
+            &self.excl,
+            self.addr() | stripe_of(key) as u64,
+            !0,
+            &SysBarriers,
+        ) {
+            Some(Write::Announced(slot))
+        } else {
+            None
+        }
+    }
+
+    /// Begins a single-key write of `key`, waiting while an exclusive holder
+    /// has its stripe. The caller made sure that holder is not this thread.
+    #[cold]
+    pub(crate) fn write_waiting(&self, key: &[u8]) -> Write<'_> {
         let i = stripe_of(key);
         if let Some(slot) = my_slot() {
             loop {
@@ -504,8 +525,8 @@ impl Gate {
                 unsafe { self.stripes[i].0.unlock_shared() };
             }
         }
-        // Exclusive holders take the stripe lock too, so holding it shared
-        // excludes them.
+        // No slot (the thread is ending). Exclusive holders take the stripe
+        // lock too, so holding it shared excludes them.
         self.stripes[i].0.lock_shared();
         Write::Locked(self, i)
     }
@@ -629,7 +650,7 @@ mod tests {
         assert!(!g.held_by_me());
         assert_eq!(g.excl.load(Ordering::Relaxed), 0);
         let w = g.write(b"k");
-        assert!(matches!(w, Write::Announced(_)));
+        assert!(matches!(w, Some(Write::Announced(_))));
         drop(w);
         let s = g.shared_set([&b"k"[..]].into_iter());
         assert!(!g.stripes[stripe_of(b"k")].0.try_lock_exclusive());
@@ -650,7 +671,7 @@ mod tests {
         std::thread::scope(|s| {
             // A writer announces and stays inside until the holder has
             // excluded the stripe and is waiting.
-            let w = g.write(key);
+            let w = g.write(key).expect("no exclusive holder yet");
             s.spawn(|| {
                 let _x = g.exclusive(key);
                 assert!(
@@ -700,7 +721,7 @@ mod tests {
                     for r in 0..20_000usize {
                         let k = &keys[(r * 7 + t) % keys.len()];
                         let i = stripe_of(k);
-                        let _w = g.write(k);
+                        let _w = g.write(k).unwrap_or_else(|| g.write_waiting(k));
                         let v = state[i].fetch_add(1, Ordering::SeqCst);
                         assert!(v >= 0, "a write overlapped an exclusive section");
                         state[i].fetch_sub(1, Ordering::SeqCst);

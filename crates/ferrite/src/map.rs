@@ -443,14 +443,37 @@ impl Map {
         Ok(())
     }
 
-    #[inline]
+    /// A single-key write: announced to the writer gate (no lock) when no
+    /// exclusive operation is about, else through [`Map::plain_write_slow`].
+    #[inline(always)]
     fn plain_write(
         &self,
         key: &[u8],
         f: impl FnOnce(&FerriteIndex) -> ferrite_kv::KvResult<bool>,
     ) -> Result<bool> {
+        let m = &self.inner;
+        if let Some(w) = m.gate.write(key) {
+            if !m.broken.load(Ordering::Acquire) {
+                let r = f(&m.idx);
+                drop(w);
+                return Ok(r?);
+            }
+        }
+        self.plain_write_slow(key, f)
+    }
+
+    /// [`Map::plain_write`] while a transaction, compare-and-swap or
+    /// `update_with` holds some stripe (maybe this thread's own: then it is
+    /// an error), or the map must be reopened.
+    #[cold]
+    #[inline(never)]
+    fn plain_write_slow(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(&FerriteIndex) -> ferrite_kv::KvResult<bool>,
+    ) -> Result<bool> {
         self.check_writable()?;
-        let _w = self.inner.gate.write(key);
+        let _w = self.inner.gate.write_waiting(key);
         Ok(f(&self.inner.idx)?)
     }
 

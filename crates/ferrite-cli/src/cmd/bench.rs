@@ -89,6 +89,12 @@ pub struct FacadeArgs {
         default_value = "lookup,insert,update,scan"
     )]
     pub benches: Vec<String>,
+    /// Slices of the paired lookup/insert measurement (the bar's number; 0 skips it)
+    #[arg(long, default_value_t = 40)]
+    pub slices: usize,
+    /// Operations per slice and variant of the paired measurement
+    #[arg(long = "slice-ops", default_value_t = 25_000)]
+    pub slice_ops: u64,
     #[command(flatten)]
     pub io: BenchIo,
 }
@@ -338,6 +344,8 @@ pub fn run(a: BenchArgs) -> Result<i32> {
                 python: a.python.clone(),
                 py_records: a.py_records,
                 benches: a.benches.clone(),
+                slices: a.slices,
+                slice_ops: a.slice_ops,
             };
             let (out, py_svg) = ferrite_bench::facade::facade(&c).map_err(lift)?;
             if let Some(svg) = py_svg {
