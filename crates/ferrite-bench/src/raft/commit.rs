@@ -13,6 +13,7 @@ use crate::{env, BenchOutput, Result};
 /// The (k, t µs) pairs tried.
 pub const GRID: &[(usize, u64)] = &[
     (1, 0),
+    (4, 20),
     (10, 0),
     (10, 20),
     (10, 100),
