@@ -421,6 +421,51 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
     Ok(())
 }
 
+/// The throughput chart of a latency report: thousands of writes per
+/// second per store, for each run (1 client and `clients` clients, SET and
+/// CAS).
+pub fn throughput_chart(lat: &Report) -> String {
+    let mut stores: Vec<String> = Vec::new();
+    for r in &lat.results {
+        if !stores.contains(&r.variant) {
+            stores.push(r.variant.clone());
+        }
+    }
+    let clients = lat
+        .results
+        .iter()
+        .filter_map(|r| r.param_f64())
+        .fold(1.0f64, f64::max) as usize;
+    let runs = [("set", 1), ("cas", 1), ("set", clients), ("cas", clients)];
+    let cats: Vec<String> = runs
+        .iter()
+        .map(|(b, c)| {
+            format!(
+                "{}, {c} client{}",
+                if *b == "set" { "SET" } else { "CAS" },
+                if *c == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    let series: Vec<(String, Vec<f64>)> = stores
+        .iter()
+        .map(|s| {
+            (
+                s.clone(),
+                runs.iter()
+                    .map(|(b, c)| find(lat, b, s, Some(*c)).map_or(0.0, |r| r.mops * 1e3))
+                    .collect(),
+            )
+        })
+        .collect();
+    chart::bar_chart(
+        "Write throughput, 3 replicas on this machine",
+        "thousand writes/s",
+        &cats,
+        &series,
+    )
+}
+
 fn find<'a>(
     r: &'a Report,
     bench: &str,
