@@ -15,5 +15,5 @@ pub mod procs;
 pub mod structures;
 
 pub use cluster::{cluster, throughput_chart, ClusterOpts};
-pub use commit::commit;
+pub use commit::{commit, commit_chart};
 pub use structures::{structures, StructOpts};

@@ -61,8 +61,8 @@ pub struct RaftBenchArgs {
     /// Small sizes (a smoke test, minutes less)
     #[arg(long)]
     pub quick: bool,
-    /// Only redraw the throughput chart from DIR/raft-latency.json into
-    /// DIR/raft-throughput.svg
+    /// Only redraw the throughput chart (from DIR/raft-latency.json) and the
+    /// group-commit chart (from DIR/raft-commit.json, when present) in DIR
     #[arg(long, value_name = "DIR")]
     pub replot: Option<PathBuf>,
     #[command(flatten)]
@@ -88,6 +88,17 @@ pub fn run(a: RaftBenchArgs) -> Result<i32> {
         std::fs::write(&out, raft::throughput_chart(&rep))
             .with_context(|| format!("writing {}", out.display()))?;
         println!("chart: {}", out.display());
+        let path = dir.join("raft-commit.json");
+        if path.exists() {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let rep: ferrite_report::Report = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a raft-commit report", path.display()))?;
+            let out = dir.join("raft-commit.svg");
+            std::fs::write(&out, raft::commit_chart(&rep))
+                .with_context(|| format!("writing {}", out.display()))?;
+            println!("chart: {}", out.display());
+        }
         return Ok(0);
     }
     if !["cluster", "structures", "commit", "all"].contains(&a.what.as_str()) {
@@ -137,8 +148,8 @@ pub fn run(a: RaftBenchArgs) -> Result<i32> {
     if matches!(a.what.as_str(), "cluster" | "all") {
         let (lat, rec) = raft::cluster(&co).map_err(lift)?;
         let thr = raft::throughput_chart(&lat.report);
-        std::fs::write(a.io.out.join("raft-throughput.svg"), thr)?;
         emit(lat, &a.io, "raft-latency")?;
+        std::fs::write(a.io.out.join("raft-throughput.svg"), thr)?;
         emit(rec, &a.io, "raft-recovery")?;
     }
     if matches!(a.what.as_str(), "commit" | "all") {
