@@ -312,5 +312,23 @@ fn bench_raft_quick_reports_in_the_shared_json_shape() {
     }
     let notes = lat["notes"].to_string();
     assert!(notes.contains("bar: list SET p50"), "{notes}");
+    // The replicas' on-CPU time beside the wall time of recovery and start.
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("raft-recovery.json")).unwrap()).unwrap();
+    for r in rec["results"].as_array().unwrap() {
+        assert!(r["follower_cpu_ms"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // The throughput chart, and redrawn from the saved report.
+    let thr = out.join("raft-throughput.svg");
+    let com = out.join("raft-commit.svg");
+    assert!(thr.exists());
+    std::fs::remove_file(&thr).unwrap();
+    std::fs::remove_file(&com).unwrap();
+    let o = ferrite(&["bench", "raft", "--replot", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read_to_string(&thr).unwrap().contains("<svg"));
+    assert!(std::fs::read_to_string(&com)
+        .unwrap()
+        .contains("k=1 t=0 µs"));
     let _ = std::fs::remove_dir_all(&out);
 }

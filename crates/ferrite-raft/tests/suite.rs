@@ -13,23 +13,32 @@ use ferrite_raft::{
 };
 use openraft::testing::{StoreBuilder, Suite};
 
-fn pm_parts<M: PmMap>(map: M) -> (PmLogStore<M>, PmStateMachine<M>) {
+fn pm_parts<M: PmMap>(map: M, policy: CommitPolicy) -> (PmLogStore<M>, PmStateMachine<M>) {
     let core = RaftCore::open(map).expect("open core");
-    PmStore::new(core, CommitPolicy::default(), "volatile".into()).parts()
+    PmStore::new(core, policy, "volatile".into()).parts()
+}
+
+/// Groups of 10 committed by the background thread after 20 µs: the
+/// deferred path the default (k = 1, inline) does not take.
+fn deferred() -> CommitPolicy {
+    CommitPolicy {
+        every: 10,
+        interval: std::time::Duration::from_micros(20),
+    }
 }
 
 fn pool() -> Pool {
     Pool::create_volatile(64 << 20, &PoolOptions::default()).expect("volatile pool")
 }
 
-struct ListBuilder;
+struct ListBuilder(CommitPolicy);
 
 impl StoreBuilder<TypeConfig, PmLogStore<ListMap>, PmStateMachine<ListMap>> for ListBuilder {
     async fn build(
         &self,
     ) -> Result<((), PmLogStore<ListMap>, PmStateMachine<ListMap>), StorageError> {
         let map = ListMap::open_or_create(&pool(), "raft", &ListOptions::default()).expect("list");
-        let (l, s) = pm_parts(map);
+        let (l, s) = pm_parts(map, self.0);
         Ok(((), l, s))
     }
 }
@@ -42,7 +51,7 @@ impl StoreBuilder<TypeConfig, PmLogStore<BTreeMap>, PmStateMachine<BTreeMap>> fo
     ) -> Result<((), PmLogStore<BTreeMap>, PmStateMachine<BTreeMap>), StorageError> {
         let map =
             BTreeMap::open_or_create(&pool(), "raft", &BTreeOptions::default()).expect("btree");
-        let (l, s) = pm_parts(map);
+        let (l, s) = pm_parts(map, deferred());
         Ok(((), l, s))
     }
 }
@@ -73,7 +82,12 @@ impl StoreBuilder<TypeConfig, WalLogStore, WalStateMachine, TempDir> for WalBuil
 
 #[test]
 fn list_store_passes_openraft_suite() {
-    Suite::test_all(ListBuilder).expect("openraft storage suite");
+    Suite::test_all(ListBuilder(CommitPolicy::default())).expect("openraft storage suite");
+}
+
+#[test]
+fn list_store_with_deferred_group_commit_passes_openraft_suite() {
+    Suite::test_all(ListBuilder(deferred())).expect("openraft storage suite");
 }
 
 #[test]

@@ -276,11 +276,14 @@ async fn send_snapshot(
     meta: SnapshotMeta,
     mut data: Box<ferrite_raft::SnapshotData>,
 ) -> Result<SnapshotResponse<u64>, CallError> {
+    let t0 = std::time::Instant::now();
+    let (mut chunks, mut items_out) = (0u64, 0u64);
     let mut c = pool.connect(addr).await?;
     let frame = |source| CallError::Frame {
         addr: addr.to_string(),
         source,
     };
+    let snapshot_id = meta.snapshot_id.clone();
     write_frame(&mut c, &PeerMsg::SnapshotBegin { vote, meta })
         .await
         .map_err(|e| frame(FrameError::Io(e)))?;
@@ -290,6 +293,8 @@ async fn send_snapshot(
             .next_batch(chunk)
             .map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
         let Some(items) = batch else { break };
+        chunks += 1;
+        items_out += items.len() as u64;
         write_frame(&mut c, &PeerMsg::SnapshotChunk(items))
             .await
             .map_err(|e| frame(FrameError::Io(e)))?;
@@ -298,7 +303,15 @@ async fn send_snapshot(
     write_frame(&mut c, &PeerMsg::SnapshotEnd)
         .await
         .map_err(|e| frame(FrameError::Io(e)))?;
-    match read_frame(&mut c, pool.max_frame()).await.map_err(frame)? {
+    let sent = t0.elapsed();
+    let reply = read_frame(&mut c, pool.max_frame()).await.map_err(frame)?;
+    tracing::info!(
+        "snapshot {} to {addr}: {items_out} items in {chunks} chunks sent in {:.1} ms, answered after {:.1} ms",
+        snapshot_id,
+        sent.as_secs_f64() * 1e3,
+        t0.elapsed().as_secs_f64() * 1e3
+    );
+    match reply {
         PeerMsg::SnapshotReply(Ok(r)) => {
             pool.put_back(addr, c);
             Ok(r)

@@ -198,9 +198,16 @@ impl Bound {
             .local_addr()
             .map_err(|e| ServerError::io("peer port", e))?;
         let store_cfg = cfg.store.clone();
+        let t_open = Instant::now();
         let replica = tokio::task::spawn_blocking(move || Replica::open(&store_cfg))
             .await
             .map_err(|e| ServerError::Raft(e.to_string()))??;
+        tracing::info!(
+            "replica {}: {:?} store opened in {:.1} ms",
+            cfg.id,
+            replica.kind(),
+            t_open.elapsed().as_secs_f64() * 1e3
+        );
         let rc = openraft::Config {
             cluster_name: "ferrite".into(),
             heartbeat_interval: cfg.raft.heartbeat.as_millis() as u64,

@@ -95,6 +95,8 @@ async fn receive_snapshot(
     meta: ferrite_raft::types::SnapshotMeta,
 ) -> Result<Result<openraft::raft::SnapshotResponse<u64>, String>, FrameError> {
     let max = node.cfg.limits.max_frame;
+    let t0 = std::time::Instant::now();
+    let (mut chunks, mut items_in) = (0u64, 0u64);
     let mut sink: Option<Box<dyn SnapshotSink>> = match node.replica.sink(&meta) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -106,6 +108,8 @@ async fn receive_snapshot(
     loop {
         match read_frame(sock, max).await? {
             PeerMsg::SnapshotChunk(items) => {
+                chunks += 1;
+                items_in += items.len() as u64;
                 if let Some(s) = sink.as_mut() {
                     if let Err(e) = s.push(items) {
                         failed = Some(e.to_string());
@@ -131,13 +135,21 @@ async fn receive_snapshot(
         Ok(d) => d,
         Err(e) => return Ok(Err(e.to_string())),
     };
+    let staged = t0.elapsed();
     let snap = Snapshot {
         meta,
         snapshot: Box::new(data),
     };
-    Ok(node
+    let r = node
         .raft
         .install_full_snapshot(vote, snap)
         .await
-        .map_err(|e| e.to_string()))
+        .map_err(|e| e.to_string());
+    tracing::info!(
+        "replica {}: snapshot of {items_in} items in {chunks} chunks received and staged in {:.1} ms, installed in {:.1} ms",
+        node.id,
+        staged.as_secs_f64() * 1e3,
+        (t0.elapsed() - staged).as_secs_f64() * 1e3
+    );
+    Ok(r)
 }

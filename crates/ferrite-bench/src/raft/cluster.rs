@@ -365,9 +365,18 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
         .info(leader)
         .and_then(|i| info_field(&i, "raft_purged_index"))
         .and_then(|v| v.parse().ok());
+    let leader_cpu0 = p.cpu_ms(leader).unwrap_or(0.0);
     let t0 = p.spawn(f)?;
+    eprintln!(
+        "raft bench: {store}: replica {} restarted (pid {}; leader pid {})",
+        f + 1,
+        p.pid(f).unwrap_or(0),
+        p.pid(leader).unwrap_or(0)
+    );
     let t1 = p.wait_applied(f, target, Duration::from_secs(300))?;
     let recovery_ms = (t1 - t0).as_secs_f64() * 1e3;
+    let follower_cpu = p.cpu_ms(f).unwrap_or(f64::NAN);
+    let leader_cpu = p.cpu_ms(leader).unwrap_or(f64::NAN) - leader_cpu0;
     let snap = p
         .info(f)
         .and_then(|i| info_field(&i, "raft_snapshot_index"))
@@ -375,6 +384,8 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
     rec.results.push(
         BenchResult::new("recovery", store, Some(o.recovery_writes.into()), 1, 0.0)
             .with("ms", recovery_ms)
+            .with("follower_cpu_ms", follower_cpu)
+            .with("leader_cpu_ms", leader_cpu)
             .with("entries_behind", target - before)
             .with("leader_purged_to", purged.unwrap_or(0))
             .with("snapshot_index", snap.clone())
@@ -391,11 +402,15 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
         }
         std::thread::sleep(Duration::from_micros(200));
     };
+    let serving_cpu = p.cpu_ms(f).unwrap_or(f64::NAN);
     let t2 = p.wait_applied(f, target, Duration::from_secs(300))?;
+    let start_cpu = p.cpu_ms(f).unwrap_or(f64::NAN);
     rec.results.push(
         BenchResult::new("start", store, Some(o.recovery_writes.into()), 1, 0.0)
             .with("ms", (t2 - t0).as_secs_f64() * 1e3)
             .with("serving_ms", (serving - t0).as_secs_f64() * 1e3)
+            .with("follower_cpu_ms", start_cpu)
+            .with("serving_cpu_ms", serving_cpu)
             .with("store_mib", bytes as f64 / (1 << 20) as f64),
     );
     eprintln!(
@@ -404,6 +419,51 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
     );
     drop(p);
     Ok(())
+}
+
+/// The throughput chart of a latency report: thousands of writes per
+/// second per store, for each run (1 client and `clients` clients, SET and
+/// CAS).
+pub fn throughput_chart(lat: &Report) -> String {
+    let mut stores: Vec<String> = Vec::new();
+    for r in &lat.results {
+        if !stores.contains(&r.variant) {
+            stores.push(r.variant.clone());
+        }
+    }
+    let clients = lat
+        .results
+        .iter()
+        .filter_map(|r| r.param_f64())
+        .fold(1.0f64, f64::max) as usize;
+    let runs = [("set", 1), ("cas", 1), ("set", clients), ("cas", clients)];
+    let cats: Vec<String> = runs
+        .iter()
+        .map(|(b, c)| {
+            format!(
+                "{}, {c} client{}",
+                if *b == "set" { "SET" } else { "CAS" },
+                if *c == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    let series: Vec<(String, Vec<f64>)> = stores
+        .iter()
+        .map(|s| {
+            (
+                s.clone(),
+                runs.iter()
+                    .map(|(b, c)| find(lat, b, s, Some(*c)).map_or(0.0, |r| r.mops * 1e3))
+                    .collect(),
+            )
+        })
+        .collect();
+    chart::bar_chart(
+        "Write throughput, 3 replicas on this machine",
+        "thousand writes/s",
+        &cats,
+        &series,
+    )
 }
 
 fn find<'a>(
@@ -464,6 +524,22 @@ pub fn cluster(o: &ClusterOpts) -> Result<(BenchOutput, BenchOutput)> {
                 "bar: {bench}: WAL {w:.0} ms / list {l:.0} ms = {:.1}x (bar >= {bar}x; thesis {thesis})",
                 w / l
             ));
+            let (lr, wr) = (
+                find(&rec, bench, "list", None),
+                find(&rec, bench, "wal", None),
+            );
+            if let (Some(lr), Some(wr)) = (lr, wr) {
+                let cpu = |r: &BenchResult| {
+                    extra(r, "follower_cpu_ms").unwrap_or(f64::NAN)
+                        + extra(r, "leader_cpu_ms").unwrap_or(0.0)
+                };
+                rec.notes.push(format!(
+                    "{bench}, on-CPU time of the replicas involved (load-independent): WAL {:.0} ms / list {:.0} ms = {:.1}x",
+                    cpu(wr),
+                    cpu(lr),
+                    cpu(wr) / cpu(lr)
+                ));
+            }
         }
     }
     env::finish(&mut lat);
@@ -547,6 +623,9 @@ pub fn cluster(o: &ClusterOpts) -> Result<(BenchOutput, BenchOutput)> {
             extra_cols: vec![
                 "ms",
                 "serving_ms",
+                "follower_cpu_ms",
+                "leader_cpu_ms",
+                "serving_cpu_ms",
                 "entries_behind",
                 "leader_purged_to",
                 "snapshot_index",

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ferrite_report::chart::{self, Series};
+use ferrite_report::{chart, Report};
 
 use super::cluster::{preload, result, run_set, ClusterOpts};
 use super::procs::Procs;
@@ -13,6 +13,7 @@ use crate::{env, BenchOutput, Result};
 /// The (k, t µs) pairs tried.
 pub const GRID: &[(usize, u64)] = &[
     (1, 0),
+    (4, 20),
     (10, 0),
     (10, 20),
     (10, 100),
@@ -20,6 +21,48 @@ pub const GRID: &[(usize, u64)] = &[
     (100, 20),
     (100, 1000),
 ];
+
+/// The sweep's chart: SET p50 per (k, t) setting, 1 client and the most
+/// clients of the report.
+pub fn commit_chart(rep: &Report) -> String {
+    let mut settings: Vec<String> = Vec::new();
+    let mut clients: Vec<usize> = Vec::new();
+    for r in &rep.results {
+        if !settings.contains(&r.variant) {
+            settings.push(r.variant.clone());
+        }
+        if !clients.contains(&(r.threads as usize)) {
+            clients.push(r.threads as usize);
+        }
+    }
+    clients.sort_unstable();
+    let series: Vec<(String, Vec<f64>)> = clients
+        .iter()
+        .map(|&c| {
+            (
+                format!("{c} client{}", if c == 1 { "" } else { "s" }),
+                settings
+                    .iter()
+                    .map(|v| {
+                        rep.results
+                            .iter()
+                            .find(|r| &r.variant == v && r.threads as usize == c)
+                            .and_then(|r| r.p50_ns)
+                            .unwrap_or(0.0)
+                            / 1e3
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let cats: Vec<String> = settings.iter().map(|v| v.replace("us", " µs")).collect();
+    chart::bar_chart(
+        "List store: SET p50 per group-commit setting (k modifications, t)",
+        "p50 µs",
+        &cats,
+        &series,
+    )
+}
 
 /// Runs the sweep with the list store (options as for the cluster runs; the
 /// stores, recovery and redis-benchmark options are ignored).
@@ -54,28 +97,7 @@ pub fn commit(o: &ClusterOpts) -> Result<BenchOutput> {
         drop(p);
     }
     env::finish(&mut rep);
-    let series: Vec<Series> = [1, o.clients]
-        .iter()
-        .map(|&c| {
-            let pts: Vec<(f64, f64)> = rep
-                .results
-                .iter()
-                .filter(|r| r.threads as usize == c)
-                .enumerate()
-                .map(|(i, r)| (i as f64, r.p50_ns.unwrap_or(0.0) / 1e3))
-                .collect();
-            Series::new(format!("{c} client(s)"), pts)
-        })
-        .collect();
-    let title = format!(
-        "List store, SET p50 (µs) per group-commit setting: {}",
-        GRID.iter()
-            .enumerate()
-            .map(|(i, (k, t))| format!("{i}: k={k} t={t}us"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    let svg = chart::line_chart(&title, "setting", "p50 µs", &series, false);
+    let svg = commit_chart(&rep);
     Ok(BenchOutput {
         report: rep,
         svg,

@@ -14,6 +14,6 @@ pub mod commit;
 pub mod procs;
 pub mod structures;
 
-pub use cluster::{cluster, ClusterOpts};
-pub use commit::commit;
+pub use cluster::{cluster, throughput_chart, ClusterOpts};
+pub use commit::{commit, commit_chart};
 pub use structures::{structures, StructOpts};

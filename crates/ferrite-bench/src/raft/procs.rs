@@ -227,6 +227,30 @@ impl Procs {
         }
     }
 
+    /// The process id of replica `i` (None when it is not running).
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.replicas[i].child.as_ref().map(Child::id)
+    }
+
+    /// On-CPU time replica `i`'s process has used so far, in ms: the sum
+    /// of its threads' run time in `/proc/PID/task/*/schedstat` (ns; threads
+    /// that already exited are not counted). None when it is not running.
+    pub fn cpu_ms(&self, i: usize) -> Option<f64> {
+        let pid = self.pid(i)?;
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+        let mut ns = 0u64;
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|x| x.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        Some(ns as f64 / 1e6)
+    }
+
     /// Bytes of replica `i`'s store on its device (pool file or WAL directory).
     pub fn store_bytes(&self, i: usize) -> u64 {
         fn du(p: &Path) -> u64 {

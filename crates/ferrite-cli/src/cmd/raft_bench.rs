@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use ferrite_bench::raft::{self, ClusterOpts, StructOpts};
 use ferrite_bench::BenchOutput;
@@ -61,6 +61,10 @@ pub struct RaftBenchArgs {
     /// Small sizes (a smoke test, minutes less)
     #[arg(long)]
     pub quick: bool,
+    /// Only redraw the throughput chart (from DIR/raft-latency.json) and the
+    /// group-commit chart (from DIR/raft-commit.json, when present) in DIR
+    #[arg(long, value_name = "DIR")]
+    pub replot: Option<PathBuf>,
     #[command(flatten)]
     pub io: BenchIo,
 }
@@ -74,6 +78,29 @@ fn emit(out: BenchOutput, io: &BenchIo, stem: &str) -> Result<()> {
 }
 
 pub fn run(a: RaftBenchArgs) -> Result<i32> {
+    if let Some(dir) = &a.replot {
+        let path = dir.join("raft-latency.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let rep: ferrite_report::Report = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a raft-latency report", path.display()))?;
+        let out = dir.join("raft-throughput.svg");
+        std::fs::write(&out, raft::throughput_chart(&rep))
+            .with_context(|| format!("writing {}", out.display()))?;
+        println!("chart: {}", out.display());
+        let path = dir.join("raft-commit.json");
+        if path.exists() {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let rep: ferrite_report::Report = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a raft-commit report", path.display()))?;
+            let out = dir.join("raft-commit.svg");
+            std::fs::write(&out, raft::commit_chart(&rep))
+                .with_context(|| format!("writing {}", out.display()))?;
+            println!("chart: {}", out.display());
+        }
+        return Ok(0);
+    }
     if !["cluster", "structures", "commit", "all"].contains(&a.what.as_str()) {
         bail!(
             "ferrite bench raft takes cluster, structures, commit or all, not {:?}",
@@ -120,7 +147,9 @@ pub fn run(a: RaftBenchArgs) -> Result<i32> {
     }
     if matches!(a.what.as_str(), "cluster" | "all") {
         let (lat, rec) = raft::cluster(&co).map_err(lift)?;
+        let thr = raft::throughput_chart(&lat.report);
         emit(lat, &a.io, "raft-latency")?;
+        std::fs::write(a.io.out.join("raft-throughput.svg"), thr)?;
         emit(rec, &a.io, "raft-recovery")?;
     }
     if matches!(a.what.as_str(), "commit" | "all") {

@@ -189,25 +189,34 @@ impl ListMap {
 
     /// Rebuilds the DRAM index from the pages (in list order).
     fn replay(&mut self) -> Result<()> {
+        // Record headers and keys are read in place; values are never copied
+        // (they stay in PM, the index only points at them), which keeps the
+        // start-up time proportional to the number of records, not bytes.
         for i in 0..self.pages.len() {
             let p = self.pages[i];
-            let bytes = self.pool.slice(p.off, p.used as usize)?.to_vec();
+            let used = p.used as usize;
             let mut at = PAGE_HDR as usize;
-            while at < p.used as usize {
+            while at < used {
                 let bad = |d: &str| {
                     StoreError::corrupt(&self.name, format!("page {:#x}+{at}: {d}", p.off))
                 };
-                if at + REC_HDR as usize > bytes.len() {
+                if at + REC_HDR as usize > used {
                     return Err(bad("record header beyond the page's end"));
                 }
-                let klen = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
-                let vlen = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
-                let kind = bytes[at + 8];
+                let h = self.pool.slice(p.off + at as u64, REC_HDR as usize)?;
+                let lens = h.read_u64(0)?;
+                let klen = lens as u32 as usize;
+                let vlen = (lens >> 32) as usize;
+                let kind = h.read_u64(8)? as u8;
                 let size = rec_size(klen, vlen) as usize;
-                if at + size > bytes.len() {
+                if at + size > used {
                     return Err(bad("record beyond the page's end"));
                 }
-                let key = &bytes[at + REC_HDR as usize..at + REC_HDR as usize + klen];
+                let key = self
+                    .pool
+                    .slice(p.off + at as u64 + REC_HDR, klen)?
+                    .to_vec()
+                    .into_boxed_slice();
                 let loc = Loc {
                     off: p.off + at as u64,
                     size: size as u32,
@@ -215,13 +224,13 @@ impl ListMap {
                 self.record_bytes += size as u64;
                 match kind {
                     KIND_PUT => {
-                        if let Some(old) = self.index.insert(key.into(), loc) {
+                        if let Some(old) = self.index.insert(key, loc) {
                             self.live_bytes -= old.size as u64;
                         }
                         self.live_bytes += size as u64;
                     }
                     KIND_DEL if vlen == 0 => {
-                        if let Some(old) = self.index.remove(key) {
+                        if let Some(old) = self.index.remove(&key) {
                             self.live_bytes -= old.size as u64;
                         }
                     }
