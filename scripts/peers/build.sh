@@ -39,7 +39,8 @@ MANIFEST=$OUT/manifest.tsv
 printf 'peer\tstatus\tspec\tnote\n' >"$MANIFEST"
 
 # ---- dependencies (Debian packages) ----------------------------------------
-DEPS="build-essential cmake python3 libpmemobj-dev libpmem-dev libtbb-dev libjemalloc-dev libnuma-dev libomp-dev libgoogle-perftools-dev"
+# libboost-dev: FPTree and PACTree include boost/lockfree (header-only).
+DEPS="build-essential cmake python3 libpmemobj-dev libpmem-dev libtbb-dev libjemalloc-dev libnuma-dev libomp-dev libgoogle-perftools-dev libboost-dev"
 if [ "$INSTALL_DEPS" = 1 ]; then
     missing=$(for p in $DEPS; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
     if [ -n "$missing" ]; then
@@ -93,8 +94,13 @@ EOF
 
 # The artifact's CMake files hard-code -mavx512* (and PACTree -march=native
 # -mavx512bw): on a CPU without AVX-512 the compiler may emit AVX-512
-# instructions anywhere (SIGILL). Drop those flags; keep AVX2.
-strip_avx512() { sed -i -E 's/ ?-mavx512[a-z]+//g' "$@"; }
+# instructions anywhere (SIGILL). There, drop those flags (and DPTree's
+# HAS_AVX512 path, which its CMake file only takes when /proc/cpuinfo says
+# avx512); keep AVX2. On a CPU with AVX-512 (avx512f and avx512bw) the flags
+# stay: DPTree's util.cpp then needs them for its _mm512 stores.
+HAVE_AVX512=0
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo && HAVE_AVX512=1
+strip_avx512() { [ "$HAVE_AVX512" = 1 ] || sed -i -E 's/ ?-mavx512[a-z]+//g' "$@"; }
 
 # PACTree compares its 64 one-byte fingerprints with three AVX-512
 # intrinsics. The same comparison in two AVX2 halves, for CPUs without
@@ -318,7 +324,7 @@ build_pactree() {
     cd "$BUILD/pactree" || return 1
     # -march=native -mavx512bw: AVX-512 is not on every CPU. Without it, the
     # fingerprint comparison uses the AVX2 stand-in above.
-    if ! grep -q avx512bw /proc/cpuinfo; then
+    if [ "$HAVE_AVX512" != 1 ]; then
         sed -i "s|-mavx512bw|-include $AVX512_COMPAT|" CMakeLists.txt
         grep -q "$AVX512_COMPAT" CMakeLists.txt || { echo "pactree: the AVX-512 patch no longer applies"; return 1; }
     fi
