@@ -484,10 +484,20 @@ fn run_index(
         .context_with(|| format!("loading {name}"))?;
         progress.load_end();
         if ls.inserted != c.records {
-            let n = format!(
-                "{name}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
-                ls.inserted, c.records, c.key_size
-            );
+            // Keys of 8 bytes and more are distinct (the ids are scrambled by
+            // a bijection): a refused insert is the index's.
+            let n = if codec.decodable() {
+                format!(
+                    "{name}: refused {} of the {} loaded keys (insert returned false for distinct keys)",
+                    c.records - ls.inserted,
+                    c.records
+                )
+            } else {
+                format!(
+                    "{name}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
+                    ls.inserted, c.records, c.key_size
+                )
+            };
             emit(Event::Warning(n));
         }
         let n = c.records.max(1) as f64;
