@@ -158,7 +158,14 @@ fn main() {
         }
         if *layout == "ep2" {
             // A wrapper comparing 8-byte keys as signed integers (LB+-Tree).
-            let lib = compile_wrapper(&cxx, &out, "probe_ep2_signed", dir, &["-DPROBE_SIGNED"], &[]);
+            let lib = compile_wrapper(
+                &cxx,
+                &out,
+                "probe_ep2_signed",
+                dir,
+                &["-DPROBE_SIGNED"],
+                &[],
+            );
             println!("cargo:rustc-env=FPH_PROBE_EP2_SIGNED={}", lib.display());
         }
         println!(

@@ -49,7 +49,7 @@ bench() {  # bench NAME ARGS...: one ferrite bench invocation
     local name=$1; shift
     log "$name: ferrite bench $* (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     local t0=$SECONDS
-    "$FERRITE" bench -n "$N" -p "$P" -t "$THREADS" --max-seconds "$SECONDS_PER_RUN" \
+    "$FERRITE" bench -n "$N" -p "$P" -t "${BENCH_THREADS:-$THREADS}" --max-seconds "$SECONDS_PER_RUN" \
         --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
     local rc=$?
     echo "$name: exit $rc, $((SECONDS - t0)) s, load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/runs.log"
@@ -81,7 +81,7 @@ for f in $FIGURES; do
         # Fig. 9: PM bytes written per operation = cache lines flushed x 64,
         # with the peers' counting builds (their throughput is not reported:
         # the counter costs an atomic add per flush).
-        fig9) bench fig9 -t 1 --benches lookup,update,insert,scan --latency_sampling 0 \
+        fig9) BENCH_THREADS=1 bench fig9 --benches lookup,update,insert,scan --latency_sampling 0 \
                   --compare "$(compare ferrite $COUNT_PEERS)" ;;
         # Fig. 10: the PM indexes in DRAM mode against DRAM indexes.
         fig10) bench fig10 --benches lookup,update,insert,scan --latency_sampling 0 \

@@ -770,7 +770,10 @@ mod tests {
 
     #[test]
     fn skewed_runs_make_id_1_the_hottest_and_id_0_the_coldest() {
-        assert_eq!((pibench_id(0, 10), pibench_id(8, 10), pibench_id(9, 10)), (1, 9, 0));
+        assert_eq!(
+            (pibench_id(0, 10), pibench_id(8, 10), pibench_id(9, 10)),
+            (1, 9, 0)
+        );
         let ids: std::collections::HashSet<u64> = (0..10).map(|r| pibench_id(r, 10)).collect();
         assert_eq!(ids.len(), 10, "a permutation of the ids");
         let n = 1000;

@@ -1457,12 +1457,18 @@ mod tests {
         assert!(paths.chart.exists());
         // The wrong answers are in the table, row by row, and in the markdown.
         let t = text(&run, Some(&paths));
-        assert!(t.lines().any(|l| l.starts_with("op ") && l.ends_with("wrong")), "{t}");
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("op ") && l.ends_with("wrong")),
+            "{t}"
+        );
         let lost = lost.to_string();
         assert!(
             t.lines().any(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                f.first() == Some(&"wrong") && f.get(1) == Some(&"1") && f.last() == Some(&lost.as_str())
+                f.first() == Some(&"wrong")
+                    && f.get(1) == Some(&"1")
+                    && f.last() == Some(&lost.as_str())
             }),
             "{t}"
         );
