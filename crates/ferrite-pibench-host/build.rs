@@ -156,6 +156,18 @@ fn main() {
                 lib.display()
             );
         }
+        if *layout == "ep2" {
+            // A wrapper comparing 8-byte keys as signed integers (LB+-Tree).
+            let lib = compile_wrapper(
+                &cxx,
+                &out,
+                "probe_ep2_signed",
+                dir,
+                &["-DPROBE_SIGNED"],
+                &[],
+            );
+            println!("cargo:rustc-env=FPH_PROBE_EP2_SIGNED={}", lib.display());
+        }
         println!(
             "cargo:rustc-env=FPH_{}_HEADER={}",
             layout.to_ascii_uppercase(),

@@ -185,6 +185,74 @@ def written(d, stem):
     return out
 
 
+PALETTE = ["#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
+           "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def bars_svg(title, unit, groups, series, value):
+    """A grouped bar chart (SVG text): one group per entry of `groups`, one
+    bar per entry of `series` in each; value(group, series) -> float or None."""
+    vals = [value(g, s) for g in groups for s in series]
+    top = max([v for v in vals if v is not None] + [1e-9]) * 1.1
+    w, h, left, bottom, right = 760, 420, 70, 360, 600
+    gw = (right - left) / max(len(groups), 1)
+    bw = gw * 0.8 / max(len(series), 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           '<rect width="100%" height="100%" fill="white"/>',
+           f'<text x="{(left + right) / 2}" y="22" text-anchor="middle" font-size="15">{title}</text>',
+           f'<text transform="translate(16,{bottom / 2 + 20}) rotate(-90)" text-anchor="middle">{unit}</text>']
+    for i in range(6):
+        y = bottom - (bottom - 40) * i / 5
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{right}" y2="{y:.1f}" stroke="#ddd"/>'
+                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{fmt(top * i / 5)}</text>')
+    for gi, g in enumerate(groups):
+        x0 = left + gi * gw + gw * 0.1
+        out.append(f'<text x="{left + gi * gw + gw / 2:.1f}" y="{bottom + 18}" text-anchor="middle">{g}</text>')
+        for si, sname in enumerate(series):
+            v = value(g, sname)
+            if v is None:
+                continue
+            bh = (bottom - 40) * v / top
+            out.append(f'<rect x="{x0 + si * bw:.1f}" y="{bottom - bh:.1f}" width="{bw * 0.9:.1f}" '
+                       f'height="{bh:.1f}" fill="{PALETTE[si % len(PALETTE)]}"><title>{sname} {g}: {fmt(v)}</title></rect>')
+    for si, sname in enumerate(series):
+        y = 50 + si * 18
+        out.append(f'<rect x="{right + 15}" y="{y - 10}" width="12" height="12" fill="{PALETTE[si % len(PALETTE)]}"/>'
+                   f'<text x="{right + 32}" y="{y}">{sname}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def charts(d):
+    """fig9-bytes.svg (Fig. 9) and table3-memory.svg (Table 3) beside the JSON."""
+    r = load(os.path.join(d, "fig9.json"))
+    if r:
+        res = [x for x in r["results"] if x["threads"] == 1]
+        names = list(dict.fromkeys(x["variant"] for x in res))
+        benches = list(dict.fromkeys(x["bench"] for x in res))
+
+        def v(b, n):
+            x = next((x for x in res if x["variant"] == n and x["bench"] == b), None)
+            return None if x is None or x.get("lines_per_op") is None else x["lines_per_op"] * 64
+        with open(os.path.join(d, "fig9-bytes.svg"), "w") as f:
+            f.write(bars_svg("Fig. 9: PM bytes flushed per operation, 1 thread", "bytes / operation",
+                             benches, names, v))
+    t3 = "table3" if os.path.exists(os.path.join(d, "table3.json")) else "fig2"
+    r = load(os.path.join(d, t3 + ".json"))
+    if r:
+        firsts = {}
+        for x in r["results"]:
+            firsts.setdefault(x["variant"], x)
+        names = list(firsts)
+
+        def m(kind, n):
+            key = {"DRAM": "dram_B_per_rec", "PM": "pm_B_per_rec"}[kind]
+            return firsts[n].get(key)
+        with open(os.path.join(d, "table3-memory.svg"), "w") as f:
+            f.write(bars_svg("Table 3: bytes per record after the load", "bytes / record",
+                             ["DRAM", "PM"], names, m))
+
+
 def wrong(d, stems):
     out = []
     for s in stems:
@@ -199,6 +267,7 @@ def wrong(d, stems):
 
 def main():
     d = sys.argv[1]
+    charts(d)
     fl, fnotes = floor(d)
     stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig9", "fig10", "table3"]
              if os.path.exists(os.path.join(d, s + ".json"))]

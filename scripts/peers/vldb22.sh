@@ -49,7 +49,7 @@ bench() {  # bench NAME ARGS...: one ferrite bench invocation
     local name=$1; shift
     log "$name: ferrite bench $* (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     local t0=$SECONDS
-    "$FERRITE" bench -n "$N" -p "$P" -t "$THREADS" --max-seconds "$SECONDS_PER_RUN" \
+    "$FERRITE" bench -n "$N" -p "$P" -t "${BENCH_THREADS:-$THREADS}" --max-seconds "$SECONDS_PER_RUN" \
         --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
     local rc=$?
     echo "$name: exit $rc, $((SECONDS - t0)) s, load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/runs.log"
@@ -59,9 +59,11 @@ bench() {  # bench NAME ARGS...: one ferrite bench invocation
 for f in $FIGURES; do
     case $f in
         # Fig. 2 (1 thread), Fig. 4 (a-d) uniform scaling, Fig. 6 tail latency
-        # (10% of operations timed, as the paper), Table 3 (memory after the load).
-        # Scans last: several peers' scans crash them or leave them unusable.
-        fig2) bench fig2 --benches lookup,update,insert,scan --latency_sampling 0.1 \
+        # (10% of operations timed, as the paper), Table 3 (memory after the
+        # load), and issue 13's core comparison (with mixed: 50% lookups, 50%
+        # updates, selfsimilar 0.2). Scans last: several peers' scans crash
+        # them or leave them unusable.
+        fig2) bench fig2 --benches lookup,update,mixed,insert,scan --latency_sampling 0.1 \
                   --compare "$(compare ferrite $PM_PEERS)" ;;
         # Fig. 4 (e-g): self-similar, 80% of the accesses on 20% of the keys.
         fig4skew) bench fig4skew --distribution SELFSIMILAR --skew 0.2 --benches lookup,update,scan \
@@ -69,15 +71,17 @@ for f in $FIGURES; do
         # Fig. 5: lookup/insert mixes, uniform.
         fig5) bench fig5 --benches r90i10,r50i50,r10i90 --latency_sampling 0 \
                   --compare "$(compare ferrite $PM_PEERS)" ;;
-        # Fig. 7: variable-length keys through the peers' var-key builds.
+        # Fig. 7: variable-length keys through the peers' var-key builds;
+        # lookups and inserts, as the paper (the var-key wrappers' scans read
+        # the key's first 8 bytes as the key).
         fig7) for k in 16 64; do
-                  bench "fig7-k$k" -k "$k" --benches lookup,insert,scan --latency_sampling 0 \
+                  bench "fig7-k$k" -k "$k" --benches lookup,insert --latency_sampling 0 \
                       --compare "$(compare ferrite $VAR_PEERS)"
               done ;;
         # Fig. 9: PM bytes written per operation = cache lines flushed x 64,
         # with the peers' counting builds (their throughput is not reported:
         # the counter costs an atomic add per flush).
-        fig9) bench fig9 -t 1 --benches lookup,update,insert,scan --latency_sampling 0 \
+        fig9) BENCH_THREADS=1 bench fig9 --benches lookup,update,insert,scan --latency_sampling 0 \
                   --compare "$(compare ferrite $COUNT_PEERS)" ;;
         # Fig. 10: the PM indexes in DRAM mode against DRAM indexes.
         fig10) bench fig10 --benches lookup,update,insert,scan --latency_sampling 0 \

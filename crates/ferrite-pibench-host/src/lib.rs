@@ -21,7 +21,8 @@
 //! whose wrappers compare them as `uint64_t`), 8-byte keys are byte-reversed
 //! on the way in and out, so the wrapper's integer order is the harness's byte
 //! order. Otherwise keys pass unchanged ([`KeyOrder::Bytes`]; the optiql
-//! PiBench passes big-endian keys).
+//! PiBench passes big-endian keys). [`KeyOrder::NativeI64`] also flips the
+//! sign bit, for a wrapper that compares keys as signed integers.
 
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, CStr, CString};
@@ -152,6 +153,31 @@ pub enum KeyOrder {
     /// 8-byte keys byte-reversed (big-endian in the harness, native integers
     /// in the wrapper).
     NativeU64,
+    /// 8-byte keys byte-reversed with the sign bit flipped: native integers
+    /// for a wrapper that compares them as signed `int64_t` (LB+-Tree's
+    /// `key_type` is `long long`), so its signed order is the harness's
+    /// unsigned byte order and a scan does not stop at 2^63.
+    NativeI64,
+}
+
+impl KeyOrder {
+    /// Whether 8-byte keys are handed over as native integers.
+    fn native(self) -> bool {
+        matches!(self, KeyOrder::NativeU64 | KeyOrder::NativeI64)
+    }
+
+    /// The 8-byte key `key` (big-endian, the harness's order) as the
+    /// wrapper sees it (`to_wrapper`), or a wrapper's key back.
+    #[inline]
+    fn convert(self, key: &[u8], out: &mut [u8; 8], to_wrapper: bool) {
+        for i in 0..8 {
+            out[i] = key[7 - i];
+        }
+        if self == KeyOrder::NativeI64 {
+            // The most significant byte: last in native order, first in ours.
+            out[if to_wrapper { 7 } else { 0 }] ^= 0x80;
+        }
+    }
 }
 
 /// What `create_tree` gets.
@@ -336,12 +362,10 @@ impl PiBenchTree {
     /// Runs `f` with the key as the wrapper sees it.
     #[inline]
     fn with_key<R>(&self, key: &[u8], f: impl FnOnce(*const c_char) -> R) -> R {
-        if self.order == KeyOrder::NativeU64 && key.len() == 8 {
+        if self.order.native() && key.len() == 8 {
             KEY_BUF.with(|b| {
                 let mut b = b.borrow_mut();
-                for i in 0..8 {
-                    b[i] = key[7 - i];
-                }
+                self.order.convert(key, &mut b, true);
                 f(b.as_ptr() as *const c_char)
             })
         } else {
@@ -522,10 +546,8 @@ impl OrderedKv for PiBenchTree {
         let mut kb = [0u8; 8];
         for r in recs.chunks_exact(rec) {
             let (k, v) = r.split_at(ks);
-            if self.order == KeyOrder::NativeU64 && ks == 8 {
-                for i in 0..8 {
-                    kb[i] = k[7 - i];
-                }
+            if self.order.native() && ks == 8 {
+                self.order.convert(k, &mut kb, false);
                 f(&kb, v);
             } else {
                 f(k, v);

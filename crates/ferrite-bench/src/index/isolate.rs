@@ -87,11 +87,15 @@ impl Event {
 /// `budget` gives each step (each [`Event::Running`]) its time: a child that
 /// is still in a step after that long is killed (a published index that spins
 /// forever) and reported.
+///
+/// `ended` is called with the child's process id once it has been reaped,
+/// however it ended: the place to remove what a killed child left behind.
 pub fn in_child(
     what: &str,
     part: impl FnOnce(&mut dyn FnMut(Event)) -> Result<()>,
     budget: &dyn Fn(&str) -> Duration,
     sink: &mut dyn FnMut(Event),
+    ended: &mut dyn FnMut(i32),
 ) -> Result<bool> {
     let mut fds = [0i32; 2];
     // SAFETY: fds is a valid array of two ints for pipe2 to fill.
@@ -213,6 +217,7 @@ pub fn in_child(
     done.store(true, Ordering::Release);
     dog.thread().unpark();
     let _ = dog.join();
+    ended(pid);
     if let Some((name, after)) = killed.lock().unwrap_or_else(|e| e.into_inner()).take() {
         sink(Event::Warning(format!(
             "{what}: killed after {:.0} s: still {name} after its time ({:.0} s); its results before are kept",
@@ -250,9 +255,11 @@ mod tests {
     #[test]
     fn events_cross_the_pipe_and_a_crash_is_reported() {
         let mut got = Vec::new();
+        let mut reaped = None;
         let ok = in_child(
             "probe",
             |emit| {
+                emit(Event::Note(std::process::id().to_string()));
                 emit(Event::Info {
                     name: "x".into(),
                     label: "l".into(),
@@ -267,9 +274,13 @@ mod tests {
             },
             &|_| Duration::from_secs(60),
             &mut |e| got.push(e),
+            &mut |pid| reaped = Some(pid),
         )
         .unwrap();
         assert!(!ok);
+        // The child said its pid; `ended` got the same one.
+        assert!(matches!(&got[0], Event::Note(n) if Some(n.parse::<i32>().unwrap()) == reaped));
+        got.remove(0);
         assert!(matches!(&got[0], Event::Info { name, .. } if name == "x"));
         assert!(matches!(&got[1], Event::Result(b) if b.mops == 2.5));
         match got.last().unwrap() {
@@ -306,6 +317,7 @@ mod tests {
                 }
             },
             &mut |e| got.push(e),
+            &mut |_| {},
         )
         .unwrap();
         assert!(!ok);
@@ -323,6 +335,7 @@ mod tests {
             |_| Err(BenchError::Options("no such thing".into())),
             &|_| Duration::from_secs(60),
             &mut |e| got.push(e),
+            &mut |_| {},
         )
         .unwrap();
         assert!(!ok);

@@ -8,9 +8,10 @@
 //!
 //! * `pool=dir`: `create_tree` gets a directory to create its pools in
 //!   (PACTree) instead of a pool file path;
-//! * `keys=u64|bytes`: how 8-byte keys are handed over (default: native
+//! * `keys=u64|i64|bytes`: how 8-byte keys are handed over (default: native
 //!   integers for the ep2 layout, as PiBench master passes them; bytes for
-//!   optiql);
+//!   optiql; `i64`: native with the sign bit flipped, for a wrapper that
+//!   compares keys as signed integers, LB+-Tree);
 //! * `env=NAME=VALUE`: set before the library is loaded (repeatable);
 //! * `name=NAME`: the name in tables and charts (default: from the file name);
 //! * `pool_size=SIZE`: the pool size passed to `create_tree` (default: the
@@ -88,6 +89,7 @@ impl PeerSpec {
                 ("pool", "dir") => p.pool_is_dir = true,
                 ("pool", "file") => p.pool_is_dir = false,
                 ("keys", "u64") => p.keys = Some(KeyOrder::NativeU64),
+                ("keys", "i64") => p.keys = Some(KeyOrder::NativeI64),
                 ("keys", "bytes") => p.keys = Some(KeyOrder::Bytes),
                 ("name", n) if !n.is_empty() => p.name = n.to_string(),
                 ("pool_size", n) => {
@@ -101,7 +103,7 @@ impl PeerSpec {
                 },
                 _ => {
                     return Err(BenchError::Options(format!(
-                        "{spec:?}: unknown option {o:?} (pool=dir|file, pool_size=SIZE, keys=u64|bytes, env=NAME=VALUE, name=NAME)"
+                        "{spec:?}: unknown option {o:?} (pool=dir|file, pool_size=SIZE, keys=u64|i64|bytes, env=NAME=VALUE, name=NAME)"
                     )))
                 }
             }
@@ -165,6 +167,27 @@ pub fn allocated_bytes(dir: &Path) -> u64 {
     total
 }
 
+/// The pool directory a peer opened by process `pid` gets in `pool_dir`.
+fn peer_dir(pool_dir: &Path, name: &str, pid: u32) -> PathBuf {
+    pool_dir.join(format!("ferrite-peer-{name}-{pid}"))
+}
+
+/// Removes every peer pool directory of process `pid` in `pool_dir` (what a
+/// peer's process left when it was killed or crashed).
+pub fn remove_peer_dirs(pool_dir: &Path, pid: i32) {
+    let Ok(rd) = std::fs::read_dir(pool_dir) else {
+        return;
+    };
+    let suffix = format!("-{pid}");
+    for e in rd.flatten() {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        if n.starts_with("ferrite-peer-") && n.ends_with(&suffix) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// Opens the peer of `spec` with a fresh pool directory in `cfg.pool_dir`.
 pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
     let p = PeerSpec::parse(spec)?;
@@ -183,9 +206,7 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
     for (n, v) in &p.env {
         std::env::set_var(n, v);
     }
-    let dir = cfg
-        .pool_dir
-        .join(format!("ferrite-peer-{}-{}", p.name, std::process::id()));
+    let dir = peer_dir(&cfg.pool_dir, &p.name, std::process::id());
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).map_err(|source| BenchError::Io {
         path: dir.display().to_string(),
@@ -225,6 +246,7 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
         .map_or("named".to_string(), |s| format!("{s} slots"));
     let keys = match tree.key_order() {
         KeyOrder::NativeU64 => "8-byte keys as native integers",
+        KeyOrder::NativeI64 => "8-byte keys as native signed integers (sign bit flipped)",
         KeyOrder::Bytes => "keys as bytes",
     };
     let label = format!(
@@ -328,6 +350,23 @@ mod tests {
             "{before} -> {after}"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_dead_peers_pool_directories_are_removed_and_no_others() {
+        let d = std::env::temp_dir().join(format!("ferrite-peers-rm-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let mine = peer_dir(&d, "utree", 4242);
+        let other = peer_dir(&d, "utree", 42424);
+        let foreign = d.join("ferrite-bufbench-4242");
+        for p in [&mine, &other, &foreign] {
+            std::fs::create_dir_all(p).unwrap();
+            std::fs::write(p.join("pool"), b"x").unwrap();
+        }
+        remove_peer_dirs(&d, 4242);
+        assert!(!mine.exists());
+        assert!(other.exists() && foreign.exists());
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

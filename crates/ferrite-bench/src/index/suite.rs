@@ -94,8 +94,9 @@ impl Default for IndexBenchConfig {
 pub const STANDARD_BENCHES: &[&str] = &["lookup", "scan", "update", "mixed", "insert", "remove"];
 
 /// The metrics of the markdown table (`<stem>.md`) beyond the shared columns.
-pub const TABLE_COLS: [&str; 10] = [
+pub const TABLE_COLS: [&str; 11] = [
     "mops_cpu",
+    "wrong",
     "p90_ns",
     "p999_ns",
     "p99999_ns",
@@ -373,7 +374,16 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
         if peer {
             // A published index runs in a process of its own: if it crashes,
             // what it measured is kept and the others still run.
-            isolate::in_child(v, part, &|step| step_budget(c, step), &mut sink)?;
+            // A child that was killed or crashed did not remove its pool
+            // directory (PMDK pools are allocated in full: gigabytes of
+            // /dev/shm): remove it here.
+            isolate::in_child(
+                v,
+                part,
+                &|step| step_budget(c, step),
+                &mut sink,
+                &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
+            )?;
         } else {
             part(&mut sink)?;
         }
@@ -474,10 +484,20 @@ fn run_index(
         .context_with(|| format!("loading {name}"))?;
         progress.load_end();
         if ls.inserted != c.records {
-            let n = format!(
-                "{name}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
-                ls.inserted, c.records, c.key_size
-            );
+            // Keys of 8 bytes and more are distinct (the ids are scrambled by
+            // a bijection): a refused insert is the index's.
+            let n = if codec.decodable() {
+                format!(
+                    "{name}: refused {} of the {} loaded keys (insert returned false for distinct keys)",
+                    c.records - ls.inserted,
+                    c.records
+                )
+            } else {
+                format!(
+                    "{name}: {} of {} loaded keys were distinct (keys of {} bytes collide)",
+                    ls.inserted, c.records, c.key_size
+                )
+            };
             emit(Event::Warning(n));
         }
         let n = c.records.max(1) as f64;
@@ -1118,6 +1138,15 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
         head.push("threads");
     }
     head.extend_from_slice(&["Mops/s", "on-CPU", "p50", "p99", "p99.9", "fences/op"]);
+    // Wrong answers get a column as soon as one run has any (the notes below
+    // the table say which and show the first).
+    let any_wrong = r
+        .results
+        .iter()
+        .any(|x| num(x, "wrong").is_some_and(|w| w > 0.0));
+    if any_wrong {
+        head.push("wrong");
+    }
     let mut rows = Vec::new();
     let mut stopped = false;
     for j in &run.jobs {
@@ -1150,6 +1179,9 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
                     lat(num(x, "p999_ns")),
                     num(x, "fences_per_op").map_or("-".into(), count_cell),
                 ]);
+                if any_wrong {
+                    row.push(num(x, "wrong").map_or("-".into(), |w| format!("{w:.0}")));
+                }
                 rows.push(row);
             }
         }
@@ -1423,6 +1455,26 @@ mod tests {
             .any(|w| w.contains("libnothing.so") && w.contains("not run")));
         let paths = write_outputs(&mut run, &out, "peers").unwrap();
         assert!(paths.chart.exists());
+        // The wrong answers are in the table, row by row, and in the markdown.
+        let t = text(&run, Some(&paths));
+        assert!(
+            t.lines()
+                .any(|l| l.starts_with("op ") && l.ends_with("wrong")),
+            "{t}"
+        );
+        let lost = lost.to_string();
+        assert!(
+            t.lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.first() == Some(&"wrong")
+                    && f.get(1) == Some(&"1")
+                    && f.last() == Some(&lost.as_str())
+            }),
+            "{t}"
+        );
+        assert!(t.lines().all(|l| l.chars().count() <= TEXT_WIDTH), "{t}");
+        let md = std::fs::read_to_string(&paths.markdown).unwrap();
+        assert!(md.contains("wrong"), "{md}");
         let _ = std::fs::remove_dir_all(&out);
     }
 

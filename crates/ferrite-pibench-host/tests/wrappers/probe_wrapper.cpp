@@ -6,6 +6,7 @@
 //   -DPROBE_EXTRA_SLOT  adds a virtual method: a vtable neither layout has
 //   -DPROBE_WRONG_ORDER scans return their records in descending order and
 //                       one lookup in 7 misses (a wrapper that answers wrongly)
+//   -DPROBE_SIGNED      8-byte keys compare as signed integers (LB+-Tree)
 // 8-byte keys compare as native integers under ep2, as bytes under optiql.
 // Values returned by find are the stored value; scans return <key><value>
 // records of the sizes given to create_tree.
@@ -35,7 +36,11 @@ struct key_less {
     bool operator()(const std::string& a, const std::string& b) const {
 #ifndef PROBE_OPTIQL
         if (a.size() == 8 && b.size() == 8) {
+#ifdef PROBE_SIGNED
+            int64_t x, y;  // as LB+-Tree's key_type (long long)
+#else
             uint64_t x, y;
+#endif
             std::memcpy(&x, a.data(), 8);
             std::memcpy(&y, b.data(), 8);
             return x < y;
