@@ -13,7 +13,6 @@
 //! | `inner` | DRAM inner nodes under optimistic lock coupling |
 //! | `vlock` | the version-lock protocol of leaves and inner nodes |
 //! | `arena` | huge-page slabs for inner nodes |
-//! | `sort` | the branch-free sort of one leaf's entries for scans |
 //! | `error` | how PM-layer errors and corruption become `KvError`s |
 
 mod arena;
@@ -21,7 +20,6 @@ mod error;
 mod inner;
 mod leaf;
 mod prefetch;
-mod sort;
 mod tree;
 #[doc(hidden)]
 pub mod vlock;

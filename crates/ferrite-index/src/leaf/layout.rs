@@ -208,132 +208,23 @@ pub fn suffix_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
-/// The first slot of line header `x` where an entry fits: any free slot for a
-/// narrow entry, two adjacent free slots for a wide one.
-#[inline]
-pub fn space_in_line(x: u64, wide: bool) -> Option<usize> {
-    let free = !hdr_valid(x) & 7;
-    if wide {
-        (0..PER_LINE - 1).find(|&s| free & (3 << s) == 3 << s)
-    } else if free != 0 {
-        Some(free.trailing_zeros() as usize)
-    } else {
-        None
-    }
-}
-
 /// A free place for an entry in headers `h`: any free slot for a narrow entry,
 /// two adjacent free slots of one line for a wide one.
 #[inline]
 pub fn find_space(h: &[u64; LINES], wide: bool) -> Option<usize> {
-    (0..LINES).find_map(|l| space_in_line(h[l], wide).map(|s| l * PER_LINE + s))
-}
-
-// ----- home lines and the spill mask (volatile, not part of the format) -----
-//
-// Every entry has two *home lines*, a function of its fingerprint. Writers put
-// an entry in the home line with more room (two choices keep the lines
-// balanced: a leaf fills up to about 20 of its 24 slots before some entry finds
-// both its homes full), and only when both are full in another line (any line
-// can hold any entry: the on-PM format does not change). Bits 56..64 of the
-// leaf's version-lock word (volatile, like the lock itself) are the *spill
-// mask*: bit `l` is set whenever an entry whose first home is line `l` may sit
-// outside its two homes. A lookup therefore reads the lock word and its key's
-// two home lines (three cache lines, whose misses overlap, instead of eight),
-// and all lines only when the spill bit is set. Writers keep the mask a
-// superset of the truth while they hold the leaf lock (it is stored with the
-// unlock); recovery computes it from the line headers.
-
-/// Where the spill mask sits in a leaf's lock word. The version below it grows
-/// by 4 per write, so it would reach these bits after 2^54 writes to one leaf.
-pub const SPILL_SHIFT: u32 = 56;
-const _: () = assert!(LINES <= 8);
-
-/// The two home lines of an entry with fingerprint `fp` (distinct).
-#[inline]
-pub fn homes(fp: u8) -> (usize, usize) {
-    let h1 = fp as usize % LINES;
-    let h2 = fp as usize / LINES % LINES;
-    (h1, if h2 == h1 { (h1 + 1) % LINES } else { h2 })
-}
-
-/// The spill-mask bit of an entry with fingerprint `fp`.
-#[inline]
-pub fn spill_bit(fp: u8) -> u32 {
-    1 << homes(fp).0
-}
-
-/// The spill mask carried by lock word `v`.
-#[inline]
-pub fn spill_of(v: u64) -> u32 {
-    (v >> SPILL_SHIFT) as u32
-}
-
-/// Lock word `v` with its spill mask replaced by `mask`.
-#[inline]
-pub fn with_spill(v: u64, mask: u32) -> u64 {
-    (v & ((1 << SPILL_SHIFT) - 1)) | (mask as u64) << SPILL_SHIFT
-}
-
-/// The exact spill mask of a leaf with headers `h`.
-pub fn spill_mask(h: &[u64; LINES]) -> u32 {
-    let mut m = 0;
     for (l, &x) in h.iter().enumerate() {
-        let mut valid = hdr_valid(x);
-        while valid != 0 {
-            let s = valid.trailing_zeros() as usize;
-            valid &= valid - 1;
-            if hdr_desc(x, s) != DESC_CONT {
-                let fp = hdr_fp(x, s);
-                let (h1, h2) = homes(fp);
-                if l != h1 && l != h2 {
-                    m |= spill_bit(fp);
+        let free = !hdr_valid(x) & 7;
+        if wide {
+            for s in 0..PER_LINE - 1 {
+                if free & (3 << s) == 3 << s {
+                    return Some(l * PER_LINE + s);
                 }
             }
+        } else if free != 0 {
+            return Some(l * PER_LINE + free.trailing_zeros() as usize);
         }
     }
-    m
-}
-
-/// A slot in one of the two home lines of an entry with fingerprint `fp`: the
-/// line with more free slots (the first home on a tie). Only those two lines
-/// of `h` are read.
-#[inline]
-pub fn place_home(h: &[u64; LINES], wide: bool, fp: u8) -> Option<usize> {
-    let (h1, h2) = homes(fp);
-    let free = |l: usize| (!hdr_valid(h[l]) & 7).count_ones();
-    let (a, b) = if free(h2) > free(h1) {
-        (h2, h1)
-    } else {
-        (h1, h2)
-    };
-    [a, b]
-        .into_iter()
-        .find_map(|l| space_in_line(h[l], wide).map(|s| l * PER_LINE + s))
-}
-
-/// Where an entry with fingerprint `fp` goes in a leaf with headers `h`: a home
-/// line ([`place_home`]), else any line with room (the entry then spills).
-#[inline]
-pub fn place(h: &[u64; LINES], wide: bool, fp: u8) -> Option<usize> {
-    place_home(h, wide, fp).or_else(|| {
-        let h1 = homes(fp).0;
-        (1..LINES).find_map(|i| {
-            let l = (h1 + i) % LINES;
-            space_in_line(h[l], wide).map(|s| l * PER_LINE + s)
-        })
-    })
-}
-
-/// Headers holding only the two home lines of `fp` (read from the leaf); the
-/// other lines read as empty.
-#[inline]
-pub fn home_hdrs(lf: Leaf, fp: u8) -> [u64; LINES] {
-    let (h1, h2) = homes(fp);
-    let mut h = [0; LINES];
-    h[h1] = lf.hdr(h1);
-    h[h2] = lf.hdr(h2);
-    h
+    None
 }
 
 /// Headers `h` with the entry at `slot` (two slots when `wide`) invalid.

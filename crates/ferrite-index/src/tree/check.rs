@@ -5,12 +5,9 @@
 //! Invariant relied on: no concurrent writer (a locked leaf fails the check);
 //! `exhaust_and_account` leaves the index unusable for inserts.
 
-use std::sync::atomic::Ordering;
-
 use crossbeam_epoch as epoch;
 
 use super::FerriteIndex;
-use crate::leaf::{spill_mask, spill_of};
 
 impl FerriteIndex {
     /// Every block the index reaches (leaves, out-of-line keys and values) with
@@ -33,15 +30,6 @@ impl FerriteIndex {
             let next = self
                 .snapshot(lf, &mut raws)
                 .ok_or("leaf locked during check")?;
-            // Lookups read only a key's home line unless the spill mask says
-            // otherwise: the mask must cover every entry outside its home.
-            let missing =
-                spill_mask(&lf.hdrs()) & !spill_of(lf.lock_word().load(Ordering::Acquire));
-            if missing != 0 {
-                return Err(format!(
-                    "leaf {off:#x}: entries outside home lines {missing:#b} without their spill bits"
-                ));
-            }
             self.sort_raw(&raws, &mut order).ok_or("bad key block")?;
             for &(_, i) in &order {
                 let r = raws[i];

@@ -20,7 +20,6 @@
 //! | --- | --- |
 //! | [`read`] | lookups; consistent snapshots of a leaf and their sorting |
 //! | [`scan`] | range scans along the leaf chain; the "largest key below" step |
-//! | [`order`] | the volatile per-leaf sort order that scans reuse |
 //! | [`cursor`] | the live cursor |
 //! | [`kv`] | the `OrderedKv` implementation (dispatch, buffered scans) |
 //! | [`write`] | insert / update / upsert / delete of one key |
@@ -42,7 +41,6 @@ mod batch;
 mod check;
 mod cursor;
 mod kv;
-mod order;
 mod read;
 mod reclaim;
 mod recovery;
@@ -102,7 +100,7 @@ pub struct RebuildStats {
 /// Memory in use, for the VLDB'22 Table 3 comparison.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MemoryUsage {
-    /// Inner nodes and the scans' cached leaf orders (DRAM).
+    /// Inner nodes (DRAM).
     pub dram_bytes: u64,
     /// Chunks the index object owns in the pool (leaves, out-of-line keys and
     /// values, allocator slack). In volatile mode this pool is DRAM too.
@@ -119,9 +117,7 @@ struct Stripe(AtomicI64);
 
 static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
-    /// This thread's count stripe; `usize::MAX` until first used (a constant
-    /// initialiser: no lazy-initialisation check on every access).
-    static MY_STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    static MY_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
 }
 
 /// The index. See the module documentation.
@@ -146,8 +142,6 @@ pub struct FerriteIndex {
     /// Whether deletes merge sparse leaves (see [`Self::set_leaf_merging`]).
     merging: AtomicBool,
     reclaim: Arc<Reclaim>,
-    /// Leaves' sort orders for scans (volatile, DRAM).
-    order: order::OrderCache,
     rebuild: RebuildStats,
     hooks: TestHooks,
 }
@@ -241,7 +235,6 @@ impl FerriteIndex {
             merges: AtomicUsize::new(0),
             merging: AtomicBool::new(true),
             reclaim: Arc::new(Reclaim::default()),
-            order: order::OrderCache::new(pool.size()),
             rebuild: RebuildStats::default(),
             hooks: TestHooks::default(),
         };
@@ -298,7 +291,7 @@ impl FerriteIndex {
             .find(|c| c.0 == self.id)
             .map_or(0, |c| c.1);
         MemoryUsage {
-            dram_bytes: dram + self.order.bytes(),
+            dram_bytes: dram,
             pm_bytes: chunks * cs,
             leaves: leaves.len() as u64,
         }
@@ -387,12 +380,7 @@ impl FerriteIndex {
     }
 
     fn count_add(&self, d: i64) {
-        let s = MY_STRIPE.with(|c| {
-            if c.get() == usize::MAX {
-                c.set(NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES);
-            }
-            c.get()
-        });
+        let s = MY_STRIPE.with(|s| *s);
         self.counts[s].0.fetch_add(d, Ordering::Relaxed);
     }
 

@@ -43,32 +43,6 @@ pub(super) enum Narrow {
     Retry,
 }
 
-/// Headers and fingerprint matches of the lines where an entry with
-/// fingerprint `fp` can be, given the leaf's lock word `v`: its two home lines,
-/// unless the spill mask says that such entries may sit elsewhere (then every
-/// line). Lines not read are all-invalid in the returned headers.
-#[inline]
-pub(super) fn candidates(lf: Leaf, v: u64, fp: u8) -> ([u64; LINES], u32) {
-    let h = if spill_of(v) & spill_bit(fp) == 0 {
-        home_hdrs(lf, fp)
-    } else {
-        lf.hdrs()
-    };
-    let m = match_leaf(&h, fp);
-    (h, m)
-}
-
-/// Asks for the lock word's line and the two home lines of `fp` in `lf` (the
-/// lines a lookup or a write of the key reads first), so that their misses
-/// overlap.
-#[inline]
-pub(super) fn prefetch_homes(lf: Leaf, fp: u8) {
-    let (h1, h2) = homes(fp);
-    crate::prefetch::lines(lf.line_ptr(W_LOCK / LINE_WORDS) as usize, 64);
-    crate::prefetch::lines(lf.line_ptr(h1) as usize, 64);
-    crate::prefetch::lines(lf.line_ptr(h2) as usize, 64);
-}
-
 impl FerriteIndex {
     pub(super) fn lookup(&self, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
         let g = epoch::pin();
@@ -96,11 +70,11 @@ impl FerriteIndex {
         'retry: loop {
             let rt = self.inner.route(&sk, true, false, g);
             let lf = self.leaf(rt.leaf);
-            prefetch_homes(lf, fp);
             let Some(v) = self.read_begin(lf) else {
                 continue;
             };
-            let (h, mut m) = candidates(lf, v, fp);
+            let h = lf.hdrs();
+            let mut m = match_leaf(&h, fp);
             let mut hit = None;
             while m != 0 {
                 let slot = m.trailing_zeros() as usize;
@@ -164,32 +138,25 @@ impl FerriteIndex {
         };
         out.clear();
         let h = lf.hdrs();
-        // Branch-free compaction: entries sit in hash order, so a loop over
-        // valid bits would mispredict about once per line. Every slot is
-        // written and the count advances by its valid bit; words of invalid
-        // slots are read too (their lines are loaded anyway) and dropped.
-        let mut buf = [(0u128, 0u64); SLOTS];
-        let (mut k, mut wide_or_ool) = (0, false);
         for (l, &hl) in h.iter().enumerate() {
-            for s in 0..PER_LINE {
-                let valid = (hl >> s) & 1;
+            let mut valid = hdr_valid(hl);
+            while valid != 0 {
+                let s = valid.trailing_zeros() as usize;
+                valid &= valid - 1;
                 let d = hdr_desc(hl, s);
                 let (kc, vc) = (kcode(d), vcode(d));
-                wide_or_ool |= valid != 0 && (kc as usize > INLINE_MAX || vc as usize > INLINE_MAX);
+                if kc as usize > INLINE_MAX || vc as usize > INLINE_MAX {
+                    // Wide, out-of-line or torn: the general path decides.
+                    return Narrow::Mixed;
+                }
                 let slot = l * PER_LINE + s;
                 let w = (u128::from(lf.key_word(slot)) << 64)
                     | (u128::from(kc) << 16)
                     | (u128::from(vc) << 8)
                     | slot as u128;
-                buf[k] = (w, lf.val_word(slot));
-                k += valid as usize;
+                out.push((w, lf.val_word(slot)));
             }
         }
-        if wide_or_ool {
-            // Wide, out-of-line or torn: the general path decides.
-            return Narrow::Mixed;
-        }
-        out.extend_from_slice(&buf[..k]);
         let next = lf.next();
         if self.validate(lf, v) {
             Narrow::Done(next)
@@ -272,26 +239,6 @@ impl FerriteIndex {
             order.push((self.raw_words(r)?, i));
         }
         if !any_long {
-            // Keys of at most 8 bytes (second word zero): sort packed words
-            // (first word, length, index) with the branch-free rank sort.
-            if order.len() <= 32 && order.iter().all(|o| o.0 .1 == 0) {
-                let mut packed = [(0u128, 0u64); 32];
-                let n = order.len();
-                for (p, o) in packed.iter_mut().zip(order.iter()) {
-                    *p = (
-                        (o.0 .0 as u128) << 64 | (o.0 .2 as u128) << 32 | o.1 as u128,
-                        0,
-                    );
-                }
-                crate::sort::sort_packed(&mut packed[..n]);
-                for (o, p) in order.iter_mut().zip(&packed[..n]) {
-                    *o = (
-                        ((p.0 >> 64) as u64, 0, (p.0 >> 32) as u32),
-                        p.0 as u32 as usize,
-                    );
-                }
-                return Some(());
-            }
             order.sort_unstable_by_key(|o| o.0);
             return Some(());
         }

@@ -233,21 +233,12 @@ pub(super) fn recover(
         }
         m.mark(prev.0.off)?;
         rec.keys += mark_entries(m, prev.0)?;
-        set_spill(prev.0);
         rec.leaves.push((prev_low.take(), prev.0.off));
         prev_low = Some(Sep::from_key(&min.to_vec()));
         prev = (cur, keys);
     }
     m.mark(prev.0.off)?;
     rec.keys += mark_entries(m, prev.0)?;
-    set_spill(prev.0);
     rec.leaves.push((prev_low, prev.0.off));
     Ok(())
-}
-
-/// Sets the volatile lock word of a repaired, final leaf: unlocked, with the
-/// spill mask of its entries (see [`crate::leaf::spill_mask`]).
-fn set_spill(lf: Leaf) {
-    lf.lock_word()
-        .store(with_spill(0, spill_mask(&lf.hdrs())), Ordering::Relaxed);
 }

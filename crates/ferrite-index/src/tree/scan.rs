@@ -40,16 +40,12 @@ impl FerriteIndex {
             let sw = key_words(&resume);
             let rt = self.inner.route(&sk, true, false, &g);
             let mut off = rt.leaf;
-            self.order.prefetch(off);
             // The leaves that follow in the level-0 node are (almost always) the
             // next ones of the chain: start loading those the scan will need, so
             // their misses overlap instead of being paid one by one.
             for j in 1..=(n / (SLOTS / 2) + 1).min(8) {
                 match rt.leaf_after(j) {
-                    Some(o) if self.pool.contains(o, LEAF_SIZE) => {
-                        self.leaf(o).prefetch();
-                        self.order.prefetch(o);
-                    }
+                    Some(o) if self.pool.contains(o, LEAF_SIZE) => self.leaf(o).prefetch(),
                     _ => break,
                 }
             }
@@ -79,9 +75,7 @@ impl FerriteIndex {
                 }
                 if fast.is_some() {
                     // Every key and value inline (the common case of 8-byte
-                    // keys): one packed word per entry is sorted (in the
-                    // order cached by an earlier scan of this leaf, when it
-                    // still holds).
+                    // keys): one packed word per entry is sorted.
                     let low = filter.then(|| {
                         let (p, _, l) = sw;
                         let bound = (u128::from(p) << 64) | (u128::from(l) << 16);
@@ -91,7 +85,7 @@ impl FerriteIndex {
                             bound | 0xffff
                         }
                     });
-                    self.order.sort(off, &mut packed);
+                    packed.sort_unstable_by_key(|e| e.0);
                     let mut last = None;
                     for &(w, vw) in packed.iter() {
                         if low.is_some_and(|b| w < b) {

@@ -97,7 +97,7 @@ impl FerriteIndex {
         moved.sort_by_key(|r| !r.wide());
         let mut nh = [0u64; LINES];
         for r in &moved {
-            let slot = place(&nh, r.wide(), r.fp).ok_or_else(|| {
+            let slot = find_space(&nh, r.wide()).ok_or_else(|| {
                 KvError::corrupt(
                     OBJECT,
                     format!("split of leaf {:#x}: entries do not fit a leaf", lf.off),
@@ -134,7 +134,7 @@ impl FerriteIndex {
         let mut placed = new.is_none() || new_right;
         if !new_right {
             if let Some(n) = new {
-                if let Some(slot) = place(&hh, n.wide(), n.fp) {
+                if let Some(slot) = find_space(&hh, n.wide()) {
                     let l = slot / PER_LINE;
                     write_entry(lf, &mut hh, slot, &n);
                     lf.set_hdr(l, hh[l]);
@@ -149,14 +149,12 @@ impl FerriteIndex {
         }
         self.fence_step(&mut res);
         lk.dirty = true;
-        lk.v = with_spill(lk.v, spill_mask(&hh));
         // The separator goes into the inner nodes while this leaf is still
         // locked (the caller unlocks it): that is what lets a reader's check of
         // the level-0 node after taking the leaf's version catch this split (see
         // `Route::still_valid`).
         self.inner.lock().insert(Sep::from_key(&split_key), off, g);
-        nl.lock_word()
-            .store(with_spill(4, spill_mask(&nh)), Ordering::Release);
+        nl.lock_word().store(4, Ordering::Release);
         self.splits.fetch_add(1, Ordering::Relaxed);
         res.map(|()| placed)
     }
@@ -280,7 +278,7 @@ impl FerriteIndex {
         let mut plan = h;
         let mut slots = Vec::with_capacity(raws.len());
         for r in &raws {
-            let Some(slot) = place(&plan, r.wide(), r.fp) else {
+            let Some(slot) = find_space(&plan, r.wide()) else {
                 return false;
             };
             let (l, x) = (slot / PER_LINE, slot % PER_LINE);
@@ -318,7 +316,6 @@ impl FerriteIndex {
                 self.flush_line(lf, l);
             }
         }
-        left.v = with_spill(left.v, spill_mask(&h));
         // A failed barrier poisons the pool; the caller's own barrier or the
         // next one reports it.
         let _ = self.fence();

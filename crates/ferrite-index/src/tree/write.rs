@@ -39,22 +39,10 @@ impl FerriteIndex {
     /// cannot change while it is locked (a split, removal or merge of it needs
     /// its lock, a removal or merge of its successor needs it as the locked
     /// predecessor).
-    /// The lines the key's entry can be in (fingerprint `fp`) are asked for
-    /// before the lock is taken: the lock's atomic instruction lets no later
-    /// load start before it completes, but a prefetch issued earlier overlaps it.
-    /// An insert asks for every line (`all`): when both home lines of its key
-    /// are full it reads them all to find room, and those misses then overlap
-    /// the lock's instead of following it.
-    pub(super) fn lock_for(&self, sk: &SearchKey<'_>, fp: u8, all: bool, g: &Guard) -> Locked {
+    pub(super) fn lock_for(&self, sk: &SearchKey<'_>, g: &Guard) -> Locked {
         loop {
             let rt = self.inner.route(sk, true, false, g);
-            let lf = self.leaf(rt.leaf);
-            if all {
-                lf.prefetch();
-            } else {
-                super::read::prefetch_homes(lf, fp);
-            }
-            if let Some(l) = self.lock(lf) {
+            if let Some(l) = self.lock(self.leaf(rt.leaf)) {
                 if rt.still_valid() {
                     return l;
                 }
@@ -78,10 +66,10 @@ impl FerriteIndex {
         }
     }
 
-    /// The entry of `sk` in the leaf the caller has locked (`lk`).
-    pub(super) fn find_locked(&self, lk: &Locked, sk: &SearchKey<'_>, fp: u8) -> Option<Raw> {
-        let lf = lk.lf;
-        let (h, mut m) = super::read::candidates(lf, lk.v, fp);
+    /// The entry of `sk` in a leaf the caller has locked.
+    pub(super) fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<Raw> {
+        let h = lf.hdrs();
+        let mut m = match_leaf(&h, fp);
         while m != 0 {
             let slot = m.trailing_zeros() as usize;
             m &= m - 1;
@@ -101,9 +89,9 @@ impl FerriteIndex {
         let fp = fingerprint(key);
         let g = epoch::pin();
         loop {
-            let mut lk = self.lock_for(&sk, fp, mode != PutMode::Update, &g);
+            let mut lk = self.lock_for(&sk, &g);
             let lf = lk.lf;
-            match self.find_locked(&lk, &sk, fp) {
+            match self.find_locked(lf, &sk, fp) {
                 Some(r) => {
                     if mode == PutMode::Insert {
                         return Ok(false);
@@ -127,16 +115,11 @@ impl FerriteIndex {
                             return Err(err);
                         }
                     }
-                    // Counted before the write: the count's atomic add would
-                    // otherwise wait for the write-back just issued (an x86
-                    // locked instruction waits for outstanding write-backs).
-                    // Right after the lock was taken, nothing is outstanding.
-                    self.count_add(1);
                     if let Err(err) = self.insert_entry(&mut lk, &e, &g) {
-                        self.count_add(-1);
                         self.blocks().discard_entry(&e);
                         return Err(err);
                     }
+                    self.count_add(1);
                     return Ok(true);
                 }
             }
@@ -148,25 +131,9 @@ impl FerriteIndex {
     pub(super) fn insert_entry(&self, lk: &mut Locked, e: &Raw, g: &Guard) -> KvResult<()> {
         let lf = lk.lf;
         loop {
-            // Room in a home line (the common case): only those two headers
-            // are read.
-            let hh = home_hdrs(lf, e.fp);
-            let (mut h, found) = match place_home(&hh, e.wide(), e.fp) {
-                Some(slot) => (hh, Some(slot)),
-                None => {
-                    let h = lf.hdrs();
-                    let at = place(&h, e.wide(), e.fp);
-                    (h, at)
-                }
-            };
-            if let Some(slot) = found {
+            let mut h = lf.hdrs();
+            if let Some(slot) = find_space(&h, e.wide()) {
                 let l = slot / PER_LINE;
-                let (h1, h2) = homes(e.fp);
-                if l != h1 && l != h2 {
-                    // Published with the unlock, before any reader can see the
-                    // entry under an unlocked version.
-                    lk.v |= (spill_bit(e.fp) as u64) << SPILL_SHIFT;
-                }
                 write_entry(lf, &mut h, slot, e);
                 lf.set_hdr(l, h[l]);
                 if !ferrite_pm::tripwire::armed(
@@ -239,17 +206,13 @@ impl FerriteIndex {
             self.fence_step(&mut res);
         } else {
             // Another line: a pending-move word makes the switch recoverable.
-            let Some(ns) = place(&h, r.wide(), r.fp) else {
+            let Some(ns) = find_space(&h, r.wide()) else {
                 if ne.ool() {
                     self.blocks().discard(&[ne.word]);
                 }
                 return Ok(UpdateOutcome::NeedSplit);
             };
             let nl_ = ns / PER_LINE;
-            let (h1, h2) = homes(r.fp);
-            if nl_ != h1 && nl_ != h2 {
-                lk.v |= (spill_bit(r.fp) as u64) << SPILL_SHIFT;
-            }
             lf.store(W_PENDING, PENDING_MARK | r.slot as u64 | (ns as u64) << 8);
             self.flush_line(lf, W_PENDING / LINE_WORDS);
             self.fence_step(&mut res);
@@ -279,22 +242,19 @@ impl FerriteIndex {
         let sk = SearchKey::new(key);
         let fp = fingerprint(key);
         let g = epoch::pin();
-        let mut lk = self.lock_for(&sk, fp, false, &g);
+        let mut lk = self.lock_for(&sk, &g);
         let lf = lk.lf;
-        let Some(r) = self.find_locked(&lk, &sk, fp) else {
+        let Some(r) = self.find_locked(lf, &sk, fp) else {
             return Ok(false);
         };
         let l = r.slot / PER_LINE;
-        // Before the write-back, for the reason given in `put`.
-        self.count_add(-1);
         let mut h = lf.hdrs();
         clear_entry(&mut h, r.slot, r.wide());
         lf.set_hdr(l, h[l]);
         self.flush_line(lf, l);
         lk.dirty = true;
-        // Every header is at hand: the exact mask again.
-        lk.v = with_spill(lk.v, spill_mask(&h));
         self.fence()?;
+        self.count_add(-1);
         if r.key_ool() {
             self.free_later(r.k2, &g);
         }
