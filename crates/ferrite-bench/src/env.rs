@@ -15,21 +15,31 @@ pub fn environment(pool_dir: &Path) -> Environment {
     // A name of its own per call: tests (and threads) may probe concurrently.
     static PROBES: AtomicU64 = AtomicU64::new(0);
     let tag = format!("env-probe{}", PROBES.fetch_add(1, Ordering::Relaxed));
-    let (flush, durability, durability_text) = match TempPool::create(pool_dir, &tag, 1 << 20) {
+    // 4 MiB: large enough for the kernel to map its first 2 MiB with one huge
+    // page where the device allows it (the header write touches that page).
+    let (flush, durability, durability_text, page) = match TempPool::create(pool_dir, &tag, 4 << 20)
+    {
         Ok(tp) => {
             let p = tp.pool();
             (
                 p.flush_kind().name().to_string(),
                 p.durability().name().to_string(),
                 p.durability().describe().to_string(),
+                p.page_size(),
             )
         }
         Err(e) => (
             persist::default_flush_kind().name().to_string(),
             "unknown".to_string(),
             format!("no pool could be created there: {e}"),
+            None,
         ),
     };
+    let mut suite = std::collections::BTreeMap::new();
+    if let Some(b) = page {
+        // The page size mapping pools there (2 MiB on tmpfs mounted huge=always).
+        suite.insert("pool_page_bytes".to_string(), serde_json::json!(b));
+    }
     Environment {
         cpu_model: cpu_model().unwrap_or_default(),
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get() as u64),
@@ -51,7 +61,7 @@ pub fn environment(pool_dir: &Path) -> Environment {
         },
         loadavg_before: loadavg(),
         loadavg_after: None,
-        suite: Default::default(),
+        suite,
     }
 }
 

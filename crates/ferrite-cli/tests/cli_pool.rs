@@ -55,8 +55,15 @@ fn create_info_check_on_dev_shm() {
     assert!(out.contains("survives a process crash"), "{out}");
     assert!(out.contains("does NOT survive power loss"), "{out}");
     assert!(out.contains("version 1"));
+    // The page size the kernel maps the pool with (/dev/shm: 4 KiB unless the
+    // machine forces huge pages on shared memory).
+    assert!(
+        out.contains("pages:       4.0 KiB") || out.contains("pages:       2.0 MiB"),
+        "{out}"
+    );
     let o = ferrite(&["info", p.s(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["page_size"] == 4096 || v["page_size"] == 2 << 20, "{v}");
     assert_eq!(v["durability"], "emulated-pm-tmpfs");
     assert_eq!(v["power_fail_safe"], false);
     assert_eq!(v["size"], 16 << 20);

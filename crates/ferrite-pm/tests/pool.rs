@@ -2,6 +2,7 @@
 //! input (corrupted, truncated, zeroed, wrong-version files) as errors, never panics.
 
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 
 use ferrite_pm::layout::{self, PoolHeader};
 use ferrite_pm::{AlignedBuf, Durability, PmError, Pool, PoolOptions};
@@ -440,4 +441,48 @@ fn the_durability_label_follows_the_flush_setting() {
         .describe()
         .contains("ONLY on an eADR platform"));
     assert!(Durability::Pm.power_fail_safe());
+}
+
+/// Pools are mapped at a 2 MiB boundary (so a device that allows huge pages can
+/// use them) and report the page size the kernel chose; the data is the same
+/// whichever it is, and a volatile pool large enough for huge pages is usable
+/// from its first to its last byte.
+#[test]
+fn pools_are_mapped_for_huge_pages_and_report_their_page_size() {
+    let t = TmpPath::new("huge");
+    let p = Pool::create(&t.0, 8 << 20, &opts()).unwrap();
+    assert_eq!(
+        p.base() as usize % (2 << 20),
+        0,
+        "file mapping not 2 MiB aligned"
+    );
+    let off = p.size() - 64;
+    p.word(off).unwrap().store(0xfeed, Ordering::Release);
+    p.word(off).unwrap().persist().unwrap();
+    let ps = p.page_size();
+    if cfg!(target_os = "linux") {
+        assert!(matches!(ps, Some(4096) | Some(0x20_0000)), "{ps:?}");
+    }
+    drop(p);
+    let p = Pool::open(&t.0, &opts()).unwrap();
+    assert_eq!(p.word(off).unwrap().load(Ordering::Acquire), 0xfeed);
+
+    let v = Pool::create_volatile(ferrite_pm::pool::VOLATILE_HUGE_MIN, &opts()).unwrap();
+    assert_eq!(
+        v.base() as usize % (2 << 20),
+        0,
+        "volatile pool not 2 MiB aligned"
+    );
+    let last = v.size() - 8;
+    let w = v.word(last).unwrap();
+    assert_eq!(
+        w.load(Ordering::Acquire),
+        0,
+        "fresh volatile memory is zeroed"
+    );
+    w.store(7, Ordering::Release);
+    assert_eq!(w.load(Ordering::Acquire), 7);
+    if cfg!(target_os = "linux") {
+        assert!(matches!(v.page_size(), Some(4096) | Some(0x20_0000)));
+    }
 }

@@ -100,6 +100,9 @@ impl Environment {
             self.pool_dir,
             self.durability
         );
+        if let Some(b) = self.suite.get("pool_page_bytes").and_then(|v| v.as_u64()) {
+            s.push_str(&format!(", {} KiB pages", b / 1024));
+        }
         if let Some(l) = self.loadavg_before {
             s.push_str(&format!("; load average {l:.2}"));
         }

@@ -100,9 +100,26 @@ fn describe(pool: &Pool) -> serde_json::Value {
         "durability_description": pool.durability().describe(),
         "power_fail_safe": pool.durability().power_fail_safe(),
         "flush": pool.flush_kind().name(),
+        "page_size": pool.page_size(),
         "latency_injection_ns": {"fence": fence_ns, "line": line_ns},
         "pool_uuid": format!("{:016x}", h.pool_uuid),
     })
+}
+
+/// The page size mapping the pool, in words.
+fn page_text(p: Option<u64>) -> String {
+    match p {
+        Some(b) if b >= 2 << 20 => format!(
+            "{} (huge pages: one TLB entry per {})",
+            human(b),
+            human(b)
+        ),
+        Some(b) => format!(
+            "{} (no huge pages: tmpfs mounted huge=always, or DAX with 2 MiB-aligned extents, would give 2 MiB)",
+            human(b)
+        ),
+        None => "unknown (no /proc/self/smaps)".into(),
+    }
 }
 
 pub fn info(a: InfoArgs) -> Result<i32> {
@@ -144,6 +161,7 @@ pub fn info(a: InfoArgs) -> Result<i32> {
     }
     println!("durability:  {}", pool.durability().describe());
     println!("flush:       {} + sfence", pool.flush_kind().name());
+    println!("pages:       {}", page_text(pool.page_size()));
     Ok(0)
 }
 

@@ -117,7 +117,9 @@ struct Stripe(AtomicI64);
 
 static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
-    static MY_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    /// This thread's count stripe; `usize::MAX` until first used (a constant
+    /// initialiser: no lazy-initialisation check on every access).
+    static MY_STRIPE: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
 /// The index. See the module documentation.
@@ -380,7 +382,12 @@ impl FerriteIndex {
     }
 
     fn count_add(&self, d: i64) {
-        let s = MY_STRIPE.with(|s| *s);
+        let s = MY_STRIPE.with(|c| {
+            if c.get() == usize::MAX {
+                c.set(NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPES);
+            }
+            c.get()
+        });
         self.counts[s].0.fetch_add(d, Ordering::Relaxed);
     }
 

@@ -115,11 +115,16 @@ impl FerriteIndex {
                             return Err(err);
                         }
                     }
+                    // Counted before the write: the count's atomic add would
+                    // otherwise wait for the write-back just issued (an x86
+                    // locked instruction waits for outstanding write-backs).
+                    // Right after the lock was taken, nothing is outstanding.
+                    self.count_add(1);
                     if let Err(err) = self.insert_entry(&mut lk, &e, &g) {
+                        self.count_add(-1);
                         self.blocks().discard_entry(&e);
                         return Err(err);
                     }
-                    self.count_add(1);
                     return Ok(true);
                 }
             }
@@ -248,13 +253,14 @@ impl FerriteIndex {
             return Ok(false);
         };
         let l = r.slot / PER_LINE;
+        // Before the write-back, for the reason given in `put`.
+        self.count_add(-1);
         let mut h = lf.hdrs();
         clear_entry(&mut h, r.slot, r.wide());
         lf.set_hdr(l, h[l]);
         self.flush_line(lf, l);
         lk.dirty = true;
         self.fence()?;
-        self.count_add(-1);
         if r.key_ool() {
             self.free_later(r.k2, &g);
         }

@@ -18,6 +18,90 @@ pub(super) enum Backing {
     Mmap { _file: File, len: usize },
     /// Private memory (volatile pools, crash images, the simulator's CPU view).
     Memory(#[allow(dead_code)] AlignedBuf),
+    /// A private anonymous mapping aligned to [`HUGE_PAGE`] and advised to use
+    /// huge pages (large volatile pools), unmapped on drop.
+    Anon { len: usize },
+}
+
+/// Bytes of an x86-64 huge page (PMD mapping).
+pub(super) const HUGE_PAGE: usize = 2 << 20;
+
+/// A free address range of `len` bytes starting at a [`HUGE_PAGE`] boundary
+/// (found by reserving `len + HUGE_PAGE` and giving back what is not needed), or
+/// null. A mapping placed there with `MAP_FIXED` can use 2 MiB pages wherever the
+/// backing allows them (tmpfs mounted `huge=always`, DAX with aligned extents):
+/// a page-table entry of a huge page needs virtual and file offsets aligned alike.
+fn aligned_range(len: usize) -> *mut libc::c_void {
+    if len < HUGE_PAGE {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: a fresh reservation (no access, no backing) that affects no
+    // existing memory.
+    let r = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len + HUGE_PAGE,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if r == libc::MAP_FAILED {
+        return std::ptr::null_mut();
+    }
+    let start = r as usize;
+    let aligned = (start + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
+    // SAFETY: both ranges lie inside the reservation just made, which nobody
+    // else uses; what stays reserved is exactly aligned..aligned+len, and the
+    // caller maps over it with MAP_FIXED.
+    unsafe {
+        if aligned > start {
+            libc::munmap(r, aligned - start);
+        }
+        let end = start + len + HUGE_PAGE;
+        if end > aligned + len {
+            libc::munmap((aligned + len) as *mut libc::c_void, end - aligned - len);
+        }
+    }
+    aligned as *mut libc::c_void
+}
+
+/// Asks for huge pages on `p..p+len` (a hint: the kernel decides; needed on
+/// tmpfs mounted `huge=advise`, harmless elsewhere).
+fn advise_huge(p: *mut libc::c_void, len: usize) {
+    // SAFETY: p..p+len is a mapping the caller just made; madvise is a hint.
+    unsafe { libc::madvise(p, len, libc::MADV_HUGEPAGE) };
+}
+
+/// A zeroed private anonymous mapping of `len` bytes at a huge-page boundary,
+/// advised to use huge pages: the memory of large volatile pools (a random
+/// leaf access then costs no 4 KiB TLB miss, a nested page walk in a VM).
+pub(super) fn map_anon_huge(len: usize) -> std::io::Result<*mut u8> {
+    let at = aligned_range(len);
+    let fixed = if at.is_null() { 0 } else { libc::MAP_FIXED };
+    // SAFETY: either a fresh mapping anywhere, or over the reservation that
+    // `aligned_range` made for exactly this call.
+    let p = unsafe {
+        libc::mmap(
+            at,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        if !at.is_null() {
+            // SAFETY: the reservation is ours and unused.
+            unsafe { libc::munmap(at, len) };
+        }
+        return Err(e);
+    }
+    advise_huge(p, len);
+    Ok(p as *mut u8)
 }
 
 pub(super) fn fs_is_tmpfs(file: &File) -> bool {
@@ -74,26 +158,51 @@ pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<()>
 
 /// Maps `len` bytes of `file`, first trying `MAP_SHARED_VALIDATE | MAP_SYNC`
 /// (accepted only on DAX), then plain `MAP_SHARED`. Returns the address and
-/// whether `MAP_SYNC` was granted.
+/// whether `MAP_SYNC` was granted. The mapping starts at a 2 MiB boundary and is
+/// advised to use huge pages, so a device that allows them (tmpfs mounted
+/// `huge=always` or `huge=advise`, DAX with aligned extents) maps the pool with
+/// 2 MiB pages ([`super::Pool::page_size`] reports what the kernel chose).
 pub(super) fn map_file(
     file: &File,
     len: usize,
     read_only: bool,
 ) -> std::io::Result<(*mut u8, bool)> {
+    let at = aligned_range(len);
+    let r = map_file_at(file, len, read_only, at);
+    match r {
+        Ok((p, _)) => advise_huge(p.cast(), len),
+        Err(_) if !at.is_null() => {
+            // SAFETY: the reservation is ours and unused.
+            unsafe { libc::munmap(at, len) };
+        }
+        Err(_) => {}
+    }
+    r
+}
+
+fn map_file_at(
+    file: &File,
+    len: usize,
+    read_only: bool,
+    at: *mut libc::c_void,
+) -> std::io::Result<(*mut u8, bool)> {
+    let fixed = if at.is_null() { 0 } else { libc::MAP_FIXED };
     let prot = if read_only {
         libc::PROT_READ
     } else {
         libc::PROT_READ | libc::PROT_WRITE
     };
     {
-        // SAFETY: a fresh mapping of an open fd; the kernel validates the flags and
-        // refuses MAP_SYNC (EOPNOTSUPP/EINVAL) unless the file is on DAX.
+        // SAFETY: a fresh mapping of an open fd (anywhere, or over the reservation
+        // `map_file` made for it); the kernel validates the flags and refuses
+        // MAP_SYNC (EOPNOTSUPP/EINVAL) unless the file is on DAX. A refused
+        // MAP_FIXED call leaves the reservation in place.
         let p = unsafe {
             libc::mmap(
-                std::ptr::null_mut(),
+                at,
                 len,
                 prot,
-                libc::MAP_SHARED_VALIDATE | MAP_SYNC,
+                libc::MAP_SHARED_VALIDATE | MAP_SYNC | fixed,
                 file.as_raw_fd(),
                 0,
             )
@@ -103,16 +212,7 @@ pub(super) fn map_file(
         }
     }
     // SAFETY: as above, without MAP_SYNC.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            prot,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(at, len, prot, libc::MAP_SHARED | fixed, file.as_raw_fd(), 0) };
     if p == libc::MAP_FAILED {
         return Err(std::io::Error::last_os_error());
     }

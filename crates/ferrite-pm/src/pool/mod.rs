@@ -31,7 +31,7 @@ use crate::AlignedBuf;
 pub use access::{PmSlice, PmWord};
 use flush::Mode;
 use header::{new_header, validate_header};
-use mapping::{fs_is_tmpfs, lock_file, map_file, Backing};
+use mapping::{fs_is_tmpfs, lock_file, map_anon_huge, map_file, Backing, HUGE_PAGE};
 
 /// How durable a pool's stores are once flushed and fenced: what the mapping
 /// is *and* what the pool actually issues.
@@ -169,13 +169,17 @@ impl Drop for PoolInner {
         if self.sim.is_some() {
             sim::unregister(self.base);
         }
-        if let Backing::Mmap { len, .. } = self.backing {
+        if let Backing::Mmap { len, .. } | Backing::Anon { len } = self.backing {
             // SAFETY: base/len are the mapping made at open; nothing borrows it any
             // more because every handle holds an Arc to this inner.
             unsafe { libc::munmap(self.base as *mut libc::c_void, len) };
         }
     }
 }
+
+/// Volatile pools from this size on are mapped for huge pages
+/// ([`Pool::create_volatile`]).
+pub const VOLATILE_HUGE_MIN: u64 = 32 << 20;
 
 /// A handle to an open pool. Cheap to clone; the mapping (and the file lock)
 /// lives until the last handle (including heaps) is dropped.
@@ -321,8 +325,17 @@ impl Pool {
     /// durability and mode.
     fn in_memory(size: u64, opts: &PoolOptions, flags: u64, simulated: bool) -> Result<Pool> {
         let header = new_header(size, opts.chunk_size, flags)?;
-        let mut buf = AlignedBuf::zeroed(size as usize);
-        let base = buf.as_mut_ptr();
+        // Large volatile pools (the DRAM mode of structures, benchmarks) get
+        // memory that can use huge pages; small ones (tests, crash images) stay
+        // in recycled buffers.
+        let (base, backing) =
+            match (!simulated && size >= VOLATILE_HUGE_MIN).then(|| map_anon_huge(size as usize)) {
+                Some(Ok(p)) => (p, Backing::Anon { len: size as usize }),
+                _ => {
+                    let mut buf = AlignedBuf::zeroed(size as usize);
+                    (buf.as_mut_ptr(), Backing::Memory(buf))
+                }
+            };
         let (durability, mode, sim) = if simulated {
             let sim = Sim::new(AlignedBuf::zeroed(size as usize));
             (Durability::Simulated, Mode::Sim, Some(sim))
@@ -333,7 +346,7 @@ impl Pool {
             Parts {
                 base,
                 header,
-                backing: Backing::Memory(buf),
+                backing,
                 durability,
                 mode,
                 path: None,
@@ -345,7 +358,9 @@ impl Pool {
         pool.load()
     }
 
-    /// A pool in anonymous memory (nothing survives the process). For tests,
+    /// A pool in anonymous memory (nothing survives the process); from
+    /// [`VOLATILE_HUGE_MIN`] bytes on, a mapping aligned to and advised for
+    /// 2 MiB pages. For tests,
     /// volatile-mode indexes and benchmarks' DRAM baselines.
     pub fn create_volatile(size: u64, opts: &PoolOptions) -> Result<Pool> {
         Pool::in_memory(size, opts, 0, false)
@@ -438,6 +453,45 @@ impl Pool {
 
     pub fn flush_kind(&self) -> FlushKind {
         self.inner.flush_kind
+    }
+
+    /// The page size the kernel maps the pool with, as far as it has mapped it:
+    /// [`HUGE_PAGE`] (2 MiB) when any part of the pool is mapped with huge pages
+    /// (tmpfs mounted `huge=always`, DAX with aligned extents, a large volatile
+    /// pool that got transparent huge pages), else the mapping's base page size
+    /// (4 KiB); `None` where `/proc/self/smaps` cannot tell (not Linux). Pages
+    /// not yet touched are not mapped at all, so ask after the pool was used.
+    pub fn page_size(&self) -> Option<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let at = self.inner.base as u64;
+        let end = at + self.inner.size as u64;
+        let (mut inside, mut base_page, mut huge) = (false, None, false);
+        for line in smaps.lines() {
+            let mut f = line.split_whitespace();
+            let Some(first) = f.next() else { continue };
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+                    // A VMA header: the pool may span several VMAs (a volatile
+                    // pool inside a larger allocation, split by madvise).
+                    inside = a < end && b > at;
+                    continue;
+                }
+            }
+            if !inside {
+                continue;
+            }
+            let kb = f.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            match first {
+                "KernelPageSize:" => base_page = base_page.or(Some(kb * 1024)),
+                "AnonHugePages:" | "ShmemPmdMapped:" | "FilePmdMapped:" if kb > 0 => huge = true,
+                _ => {}
+            }
+        }
+        if huge {
+            Some(HUGE_PAGE as u64)
+        } else {
+            base_page
+        }
     }
 
     pub fn is_read_only(&self) -> bool {
