@@ -295,6 +295,14 @@ pub fn per_op(before: &BufferStats, after: &BufferStats, ops: u64) -> Vec<(&'sta
         ),
         ("wal_bytes_per_op", d(after.wal_bytes, before.wal_bytes)),
         ("misses_per_op", d(after.misses, before.misses)),
+        (
+            "pm_model_lines_per_op",
+            d(after.pm_model_lines, before.pm_model_lines),
+        ),
+        (
+            "pm_model_wait_ns_per_op",
+            d(after.pm_model_wait_ns, before.pm_model_wait_ns),
+        ),
     ]
 }
 

@@ -194,7 +194,7 @@ pub(crate) fn run(cx: &mut Ctx<'_>) -> Result<()> {
                 cfg.mid_mib
             ),
             workload: format!(
-                "YCSB-R/W: x% updates of one field (read, change, write back through OrderedKv::update: the whole 1000-byte value), Zipf z=1; every update its own durable commit; {}; {}",
+                "YCSB-R/W: x% updates of one field (the B+-tree overwrites the 100 bytes in place and logs their lines), Zipf z=1; every update its own durable commit; {}; {}",
                 cx.tiers_line(),
                 cx.timing()
             ),
