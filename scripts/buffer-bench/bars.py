@@ -80,7 +80,8 @@ def main():
                          f"{t} ({tt['tps']:.0f} vs {sb['tps']:.0f} tx/s; load {tt.get('loadavg')}/{sb.get('loadavg')})",
                          verdict(w, q, lambda x: x >= 2)))
     # 3. In DRAM: three-tier >= 0.8x main-memory on YCSB-RO (sweep and anchors runs).
-    for exp, rs in (("ycsb", ycsb), ("anchors", anchors)):
+    mix = load(out, "mix")
+    for exp, rs in (("ycsb", ycsb), ("anchors", anchors), ("mix", mix)):
         for p in sweep_params(rs, exp):
             tt = find(rs, exp, "three-tier", "ycsb-ro", p)
             mm = find(rs, exp, "main-memory", "ycsb-ro", p)
@@ -90,21 +91,21 @@ def main():
                              t, verdict(w, q, lambda x: x >= 0.8)))
     # 4./5. Anchors.
     for p in sweep_params(anchors, "anchors"):
-        for w in ("ycsb-ro", "ycsb-rw50"):
-            tt = find(anchors, "anchors", "three-tier", w, p)
+        for wl in ("ycsb-ro", "ycsb-rw50"):
+            tt = find(anchors, "anchors", "three-tier", wl, p)
             if not tt:
                 continue
             for e in ("lmdb", "sqlite"):
-                a = find(anchors, "anchors", e, w, p)
+                a = find(anchors, "anchors", e, wl, p)
                 if not a:
                     continue
                 t, w, q = both(tt, a)
                 inside = p * 1.0 < DRAM_MIB
-                if inside and not (w == "ycsb-ro" and e == "lmdb"):
+                if inside and not (wl == "ycsb-ro" and e == "lmdb"):
                     continue
                 need = 1.0 if inside else 2.0
                 what = "in DRAM" if inside else "beyond the DRAM budget"
-                rows.append((f"{what} ({p} MiB): three-tier >= {need:g}x {e} ({e} in a {a.get('cgroup_limit_mib')} MiB cgroup, peak {a.get('cgroup_peak_mib')} MiB), {w}",
+                rows.append((f"{what} ({p} MiB): three-tier >= {need:g}x {e} ({e} in a {a.get('cgroup_limit_mib')} MiB cgroup, peak {a.get('cgroup_peak_mib')} MiB), {wl}",
                              f"{t} ({tt['mops']:.3f} vs {a['mops']:.4f} Mops/s)",
                              verdict(w, q, lambda x: x >= need)))
     # 6. Between DRAM and PM: three-tier ahead of pm-direct.

@@ -1,15 +1,13 @@
 #!/usr/bin/env python3
-"""Latency of the tiers behind `ferrite bench buffer` on this machine.
-
-SSD tier: random page-sized reads with O_DIRECT from a file on the SSD
-directory (default /tmp), one at a time (queue depth 1, as the single-threaded
-buffer manager issues them), after the file was written and fdatasync'ed.
-PM tier (emulated): copying one page and one cache line out of a file mapped
-from the pool directory (default /dev/shm, i.e. DRAM).
+"""Latency of the SSD tier behind `ferrite bench buffer` on this machine:
+random page-sized reads with O_DIRECT from a file in the SSD directory
+(default /tmp), one at a time (queue depth 1, as the single-threaded buffer
+manager issues them), after the file was written and fdatasync'ed; and
+page writes each followed by fdatasync. (The PM tier's latency is that of
+DRAM here, /dev/shm: `ferrite bench memory` measures it.)
 
 Prints one JSON object. Usage:
-  device_latency.py [--ssd-dir /tmp] [--pm-dir /dev/shm] [--mib 1024]
-                    [--page 16384] [--reads 4000]
+  device_latency.py [--ssd-dir /tmp] [--mib 1024] [--page 16384] [--reads 4000]
 """
 import argparse, json, mmap, os, random, statistics, time
 
@@ -20,7 +18,6 @@ def pct(v, p):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ssd-dir", default="/tmp")
-    ap.add_argument("--pm-dir", default="/dev/shm")
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--page", type=int, default=16384)
     ap.add_argument("--reads", type=int, default=4000)
@@ -70,35 +67,6 @@ def main():
         except FileNotFoundError:
             pass
 
-    # PM (emulated): copies out of a mapped file on the pool directory.
-    ppath = os.path.join(a.pm_dir, f"ferrite-devlat-{os.getpid()}.pool")
-    pm_mib = min(a.mib, 512)
-    try:
-        with open(ppath, "wb") as f:
-            f.truncate(pm_mib << 20)
-        fd = os.open(ppath, os.O_RDWR)
-        m = mmap.mmap(fd, pm_mib << 20)
-        for i in range(0, pm_mib << 20, 4096):
-            m[i] = 1
-        npages = (pm_mib << 20) // a.page
-        rng = random.Random(2)
-        n = a.reads * 10
-        offs = [rng.randrange(npages) * a.page for _ in range(n)]
-        t = time.perf_counter_ns()
-        for o in offs:
-            m[o:o + a.page]
-        page_ns = (time.perf_counter_ns() - t) / n
-        t = time.perf_counter_ns()
-        for o in offs:
-            m[o:o + 64]
-        line_ns = (time.perf_counter_ns() - t) / n
-        out["pm_copy_page_us"] = round(page_ns / 1e3, 2)
-        out["pm_copy_line_us_incl_python"] = round(line_ns / 1e3, 2)
-        m.close()
-        os.close(fd)
-    finally:
-        os.unlink(ppath)
-    out["ssd_read_vs_pm_page_copy"] = round(out["ssd_read_us"]["mean"] / out["pm_copy_page_us"], 1)
     out["loadavg_after"] = open("/proc/loadavg").read().split()[:3]
     print(json.dumps(out))
 

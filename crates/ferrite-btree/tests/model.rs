@@ -350,6 +350,11 @@ fn the_pm_read_model_charges_lines_that_miss_its_cache_only() {
         for k in 0..400u64 {
             t.upsert(&key(k), &[k as u8; 100]).unwrap();
         }
+        // Writes put their lines in the modelled cache; a reopen starts cold.
+        db.close().unwrap();
+        drop((t, db));
+        let db = st.open();
+        let t = db.tree("t").unwrap();
         let s0 = db.buffer().stats();
         let mut v = Vec::new();
         for k in 0..400u64 {

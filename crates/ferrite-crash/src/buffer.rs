@@ -375,7 +375,9 @@ pub fn pm_direct_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     explore_design(cfg, Design::PmDirect, ops(cfg, DEFAULT_OPS / 3))
 }
 
-/// The `buffer-ssd-bm` target: DRAM over SSD.
+/// The `buffer-ssd-bm` target: DRAM over SSD. Its workload fences less per
+/// operation than the three-tier one (no PM tier), so it runs a sixth more
+/// operations to stay above 10,000 crash states.
 pub fn ssd_bm_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    explore_design(cfg, Design::SsdBm, ops(cfg, DEFAULT_OPS))
+    explore_design(cfg, Design::SsdBm, ops(cfg, DEFAULT_OPS + DEFAULT_OPS / 6))
 }
