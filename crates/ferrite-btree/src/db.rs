@@ -291,6 +291,21 @@ impl Transaction {
         self.write(tree, Kind::Remove, key, None)
     }
 
+    /// Overwrites part of an existing key's value in place (see
+    /// [`BTree::update_part`]); false when absent. Undone on abort.
+    pub fn update_part(
+        &self,
+        tree: &BTree,
+        key: &[u8],
+        off: usize,
+        bytes: &[u8],
+    ) -> KvResult<bool> {
+        check_sizes(key, None, tree.inner.max_key, tree.inner.max_value)?;
+        tree.inner
+            .patch(&self.db.bm, Ctx::Txn(self.txn()), key, off, bytes)
+            .map_err(kv_err)
+    }
+
     /// Operations done so far.
     pub fn ops(&self) -> usize {
         self.txn().ops()

@@ -45,6 +45,38 @@ impl BTree {
         self.inner.check(self.bm())
     }
 
+    /// Copies bytes `off..off+len` of `key`'s value into `out`, clipped to
+    /// the value; false when the key is absent. Touches (and, under the
+    /// three-tier design, loads) only the cache lines of that part: the
+    /// thesis's YCSB read of one field.
+    pub fn get_part(
+        &self,
+        key: &[u8],
+        off: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> KvResult<bool> {
+        if key.len() > self.inner.max_key {
+            out.clear();
+            return Ok(false);
+        }
+        self.inner
+            .get_part(self.bm(), key, off, len, out)
+            .map_err(kv_err)
+    }
+
+    /// Overwrites `bytes.len()` bytes of `key`'s value from `off` on, in
+    /// place, as one durable operation (the thesis's YCSB update of one
+    /// field): only those bytes' cache lines are written and logged. False
+    /// when the key is absent; a range past the end of the value is an
+    /// `Invalid`-argument storage error and changes nothing.
+    pub fn update_part(&self, key: &[u8], off: usize, bytes: &[u8]) -> KvResult<bool> {
+        check_sizes(key, None, self.inner.max_key, self.inner.max_value)?;
+        self.inner
+            .patch(self.bm(), Ctx::Auto, key, off, bytes)
+            .map_err(kv_err)
+    }
+
     fn write(&self, kind: Kind, key: &[u8], value: Option<&[u8]>) -> KvResult<bool> {
         check_sizes(key, value, self.inner.max_key, self.inner.max_value)?;
         self.inner

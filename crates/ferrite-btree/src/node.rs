@@ -208,7 +208,7 @@ fn cmp_slot(g: &mut PageGuard<'_>, h: &Header, i: usize, k: &[u8], kh: u32) -> R
 
 /// First slot whose key is >= `k` (or > `k` when `strict`).
 pub fn lower_bound(g: &mut PageGuard<'_>, h: &Header, k: &[u8], strict: bool) -> Result<usize> {
-    if g.is_full() {
+    if g.is_full() && !g.reads_charged() {
         let page = g.full()?;
         return lower_bound_page(page, h, k, strict).map_err(|d| bad(g, d));
     }

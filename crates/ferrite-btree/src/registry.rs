@@ -63,6 +63,16 @@ impl Registry for TreeRegistry {
         match UndoOp::decode(payload)? {
             UndoOp::Remove(k) => t.write(bm, ctx, Kind::Remove, &k, &[]).map(|_| ()),
             UndoOp::Put(k, v) => t.write(bm, ctx, Kind::Upsert, &k, &v).map(|_| ()),
+            UndoOp::Patch(k, off, old) => {
+                if t.patch(bm, ctx, &k, off as usize, &old)? {
+                    Ok(())
+                } else {
+                    Err(BufferError::corrupt(
+                        format!("B-tree {:?}", t.name),
+                        "the undo of a patch found its key gone",
+                    ))
+                }
+            }
         }
     }
 }

@@ -131,6 +131,13 @@ impl<'a> PageGuard<'a> {
         }
     }
 
+    /// Whether reads of this page are charged line by line (PM-direct under
+    /// the modelled PM read latency): searches should then read what they
+    /// probe through [`PageGuard::read`], not the whole page at once.
+    pub fn reads_charged(&self) -> bool {
+        matches!(self.loc, Loc::Pm(_)) && self.bm.pm().models_reads()
+    }
+
     /// Makes bytes `off..off+len` resident (the thesis's `MakeResident`).
     /// Under a shared latch a missing line is a [`BufferError::LineFault`].
     pub fn prepare(&mut self, off: usize, len: usize) -> Result<()> {
@@ -190,6 +197,7 @@ impl<'a> PageGuard<'a> {
             return;
         }
         let src = self.bm.pm().data(f);
+        self.bm.pm().model_read(f, a, b);
         for l in a..=b {
             if !ov.have.get(l) {
                 // SAFETY: line l is inside the PM frame and the overlay.
@@ -237,12 +245,26 @@ impl<'a> PageGuard<'a> {
         }
     }
 
+    /// PM-direct: charges the modelled PM read latency for lines of
+    /// `off..off+len` read in place (not those in the overlay).
+    #[inline]
+    fn model_pm_read(&self, off: usize, len: usize) {
+        if let Loc::Pm(f) = self.loc {
+            let (a, b) = line_span(off, len);
+            match &self.overlay {
+                Some(ov) if ov.have.has_range(a, b) => {}
+                _ => self.bm.pm().model_read(f, a, b),
+            }
+        }
+    }
+
     /// Bytes `off..off+len` (made resident first).
     pub fn read(&mut self, off: usize, len: usize) -> Result<&[u8]> {
         self.prepare(off, len)?;
         if len == 0 {
             return Ok(&[]);
         }
+        self.model_pm_read(off, len);
         // SAFETY: resident, inside the page; the latch keeps writers out while
         // the slice lives (it borrows the guard).
         Ok(unsafe { std::slice::from_raw_parts(self.addr(off), len) })
@@ -258,6 +280,7 @@ impl<'a> PageGuard<'a> {
         if !self.is_resident(off, len) {
             return Err(BufferError::LineFault);
         }
+        self.model_pm_read(off, len);
         // SAFETY: as in `read`.
         Ok(unsafe { std::slice::from_raw_parts(self.addr(off), len) })
     }
@@ -310,6 +333,9 @@ impl<'a> PageGuard<'a> {
                 })
             });
             let src = self.bm.pm().data(f);
+            if !ov.have.has_range(a, b) {
+                self.bm.pm().model_read(f, a, b);
+            }
             for l in a..=b {
                 if !ov.have.get(l) {
                     // SAFETY: line l is inside the PM frame and the overlay.
@@ -468,7 +494,8 @@ impl<'a> PageGuard<'a> {
         Ok(())
     }
 
-    /// The whole page (every line resident: call `make_full` first).
+    /// The whole page (every line resident: call `make_full` first). Under
+    /// the PM read model the whole page counts as read.
     pub fn full(&self) -> Result<&[u8]> {
         self.resident(0, self.page_size())
     }

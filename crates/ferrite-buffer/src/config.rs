@@ -230,6 +230,11 @@ pub struct BufferConfig {
     pub wal_segment_bytes: usize,
     /// Count writes per PM frame cache line (thesis Fig. 16).
     pub track_pm_line_writes: bool,
+    /// A modelled PM read latency in ns (0: off), for machines whose PM is
+    /// emulated by DRAM: reads of PM frame data that miss a modelled 16 MiB
+    /// CPU cache busy-wait this long (further lines of the same read 1/8 of
+    /// it). Benchmarks only; results under it must say so.
+    pub pm_read_ns: u64,
 }
 
 impl Default for BufferConfig {
@@ -247,6 +252,7 @@ impl Default for BufferConfig {
             pm_eviction_batch: 16,
             wal_segment_bytes: DEFAULT_WAL_SEGMENT,
             track_pm_line_writes: false,
+            pm_read_ns: 0,
         }
     }
 }
@@ -304,6 +310,12 @@ impl BufferConfig {
             return bad(format!(
                 "a WAL segment of {} bytes is below 8 pages of {} plus 4 KiB",
                 self.wal_segment_bytes, self.page_size
+            ));
+        }
+        if self.pm_read_ns > 100_000 {
+            return bad(format!(
+                "a modelled PM read latency of {} ns is beyond any PM (at most 100000)",
+                self.pm_read_ns
             ));
         }
         if self.pm_eviction_batch == 0 {

@@ -502,6 +502,7 @@ impl BufferManager {
         let early = armed(Tripwire::BufferInvalidateBeforeSync);
         for &(f, pid) in batch {
             if self.pm.descs[f as usize].newer.load(Ordering::Relaxed) {
+                self.pm.model_read(f, 0, ps / LINE - 1);
                 // SAFETY: the frame is latched exclusive; its data is a page.
                 let mut img = AlignedBuf::from_slice(unsafe {
                     std::slice::from_raw_parts(self.pm.data(f), ps)

@@ -111,6 +111,7 @@ impl BufferManager {
             cfg.page_size,
             cfg.pm_frames,
             cfg.track_pm_line_writes,
+            cfg.pm_read_ns,
         )?;
         let wal = Wal::open(pool, pm.id, name, cfg.wal_segment_bytes)?;
         let dram = (cfg.dram_bytes > 0)
@@ -440,6 +441,8 @@ impl BufferManager {
                 .counters
                 .lines_read
                 .fetch_add(if lazy { 1 } else { (ps / LINE) as u64 }, Ordering::Relaxed);
+            self.pm
+                .model_read(f, 0, if lazy { 0 } else { ps / LINE - 1 });
             return Ok(());
         }
         // SAFETY: the frame is latched exclusive; a full frame (minis only for PM pages).
@@ -661,8 +664,10 @@ impl BufferManager {
         };
         let src = self.pm.data(f);
         let mut n = 0;
+        let (mut lo, mut hi) = (usize::MAX, 0);
         for l in a..=b {
             if !st.resident.get(l) {
+                (lo, hi) = (lo.min(l), l);
                 // SAFETY: line l lies inside both the PM frame and the DRAM frame.
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.add(l * LINE), c.buf().add(l * LINE), LINE)
@@ -673,6 +678,9 @@ impl BufferManager {
         }
         if st.resident.count() == self.cfg.lines() {
             st.all_resident = true;
+        }
+        if n > 0 {
+            self.pm.model_read(f, lo, hi);
         }
         dram.counters.line_loads.fetch_add(n, Ordering::Relaxed);
         self.pm.counters.lines_read.fetch_add(n, Ordering::Relaxed);
@@ -731,6 +739,11 @@ impl BufferManager {
                 };
                 n += 1;
             }
+        }
+        // The new lines all lie in a..=b (one contiguous read).
+        let new_lines = merged.iter().filter(|l| !have.contains(l));
+        if let (Some(&lo), Some(&hi)) = (new_lines.clone().min(), new_lines.max()) {
+            self.pm.model_read(f, lo as usize, hi as usize);
         }
         st.slots[..merged.len()].copy_from_slice(&merged);
         st.count = merged.len() as u8;

@@ -99,6 +99,66 @@ pub(crate) struct PmTier {
     version: AtomicU64,
     line_writes: Option<Box<[AtomicU32]>>,
     pub counters: PmCounters,
+    read_model: Option<ReadModel>,
+}
+
+/// A model of PM's read latency for machines whose "PM" is DRAM (a file on
+/// tmpfs): every read of frame data passes through a direct-mapped model of
+/// the CPU cache ([`MODEL_CACHE_LINES`] lines); a line it does not hold costs
+/// a busy wait, `ns` for the first line of a read and `ns / 8` for each
+/// further line of the same read (sequential lines stream). Off unless
+/// [`crate::BufferConfig::pm_read_ns`] is set; benchmarks label its results.
+struct ReadModel {
+    ns: u64,
+    tags: Box<[AtomicU64]>,
+    /// Lines charged, and nanoseconds waited.
+    misses: AtomicU64,
+    waited_ns: AtomicU64,
+}
+
+/// Lines of the modelled CPU cache (16 MiB: an L3 of the thesis's era).
+pub const MODEL_CACHE_LINES: usize = 1 << 18;
+
+impl ReadModel {
+    fn new(ns: u64) -> ReadModel {
+        ReadModel {
+            ns,
+            tags: (0..MODEL_CACHE_LINES).map(|_| AtomicU64::new(0)).collect(),
+            misses: AtomicU64::new(0),
+            waited_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// Charges a read of global lines `first..=last`.
+    fn charge(&self, first: u64, last: u64) {
+        let mut wait = 0u64;
+        let mut n = 0u64;
+        for g in first..=last {
+            let slot = (g.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % MODEL_CACHE_LINES;
+            let t = &self.tags[slot];
+            if t.load(Ordering::Relaxed) != g + 1 {
+                t.store(g + 1, Ordering::Relaxed);
+                wait += if n == 0 { self.ns } else { self.ns / 8 };
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.misses.fetch_add(n, Ordering::Relaxed);
+            self.waited_ns.fetch_add(wait, Ordering::Relaxed);
+            let t0 = std::time::Instant::now();
+            while (t0.elapsed().as_nanos() as u64) < wait {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// A write puts the lines in the modelled cache (no wait).
+    fn touch(&self, first: u64, last: u64) {
+        for g in first..=last {
+            let slot = (g.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize % MODEL_CACHE_LINES;
+            self.tags[slot].store(g + 1, Ordering::Relaxed);
+        }
+    }
 }
 
 // SAFETY: the raw pointers point into the pool mapping, which `pool` keeps
@@ -129,6 +189,7 @@ impl PmTier {
         page_size: usize,
         frames: usize,
         track: bool,
+        read_ns: u64,
     ) -> Result<PmTier> {
         let (id, _) = pool.open_or_create_object(name, BUFFER_TYPE)?;
         let (heap, _) = pool.open_heap(id, |m| {
@@ -227,6 +288,32 @@ impl PmTier {
                     .collect()
             }),
             counters: PmCounters::default(),
+            read_model: (read_ns > 0).then(|| ReadModel::new(read_ns)),
+        })
+    }
+
+    /// Charges the modelled PM read latency (if on) for reading lines
+    /// `a..=b` of frame `f`'s data.
+    #[inline]
+    pub fn model_read(&self, f: u32, a: usize, b: usize) {
+        if let Some(m) = &self.read_model {
+            let per = (self.page_size / LINE) as u64;
+            m.charge(f as u64 * per + a as u64, f as u64 * per + b as u64);
+        }
+    }
+
+    /// Whether the PM read latency is modelled.
+    pub fn models_reads(&self) -> bool {
+        self.read_model.is_some()
+    }
+
+    /// Lines charged by the read model and the nanoseconds it waited.
+    pub fn model_stats(&self) -> (u64, u64) {
+        self.read_model.as_ref().map_or((0, 0), |m| {
+            (
+                m.misses.load(Ordering::Relaxed),
+                m.waited_ns.load(Ordering::Relaxed),
+            )
         })
     }
 
@@ -373,6 +460,13 @@ impl PmTier {
         fence: bool,
     ) -> Result<()> {
         let base = self.data(f);
+        if let Some(m) = &self.read_model {
+            let per = (self.page_size / LINE) as u64;
+            for &l in lines {
+                let g = f as u64 * per + l as u64;
+                m.touch(g, g);
+            }
+        }
         for &l in lines {
             let off = l as usize * LINE;
             // SAFETY: off..off+64 is inside frame f's data (l < lines per page).

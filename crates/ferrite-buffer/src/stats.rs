@@ -37,6 +37,10 @@ pub struct BufferStats {
     pub wal_flushes: u64,
     pub checkpoints: u64,
     pub page_table_entries: u64,
+    /// PM lines charged by the modelled read latency, and the nanoseconds
+    /// waited for them (0 unless `pm_read_ns` is set).
+    pub pm_model_lines: u64,
+    pub pm_model_wait_ns: u64,
 }
 
 impl BufferManager {
@@ -66,6 +70,7 @@ impl BufferManager {
             page_table_entries: self.table.len() as u64,
             ..BufferStats::default()
         };
+        (s.pm_model_lines, s.pm_model_wait_ns) = self.pm.model_stats();
         if let Some(d) = &self.dram {
             s.dram_evictions = r(&d.counters.evictions);
             s.mini_promotions = r(&d.counters.promotions);

@@ -31,7 +31,7 @@ pub fn verify_pm(pool: &Pool, name: &str) -> Result<String> {
             format!("page size {ps} in the region header"),
         ));
     }
-    let pm = PmTier::open(pool, name, ps, 0, false)?;
+    let pm = PmTier::open(pool, name, ps, 0, false, 0)?;
     let found = pm.scan()?;
     let active = (pool.root(id, ROOT_ACTIVE_LOG) & 1) as usize;
     let log = PmLog::open(pool, &format!("{name}.wal.{active}"))?;

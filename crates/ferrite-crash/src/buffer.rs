@@ -144,6 +144,22 @@ fn workload(
                     j.begin(eff.clone());
                     (eff, t.insert(&k, &v).map_err(e)?, !present)
                 }
+                1 if rng.below(2) == 0 => {
+                    // A patch of part of the value, in place.
+                    let old = m.get(&k).cloned().unwrap_or_default();
+                    let off = rng.below(old.len() as u64 + 1) as usize;
+                    let len = (old.len() - off).min(1 + rng.below(80) as usize);
+                    let bytes = vec![i as u8 ^ 0xa5; len];
+                    let eff = if present {
+                        let mut nv = old.clone();
+                        nv[off..off + len].copy_from_slice(&bytes);
+                        Op::Put(k.clone(), nv)
+                    } else {
+                        Op::Nop
+                    };
+                    j.begin(eff.clone());
+                    (eff, t.update_part(&k, off, &bytes).map_err(e)?, present)
+                }
                 1 => {
                     let eff = if present {
                         Op::Put(k.clone(), v.clone())
@@ -183,14 +199,34 @@ fn workload(
             } else {
                 2 + rng.below(3)
             };
+            // The contents as this transaction sees them (for its patches).
+            let mut seen = m.clone();
             for x in 0..n {
                 let kk = key(rng.below(SHARED));
                 if rng.below(3) == 0 {
                     tx.remove(&t, &kk).map_err(e)?;
+                    seen.remove(&kk);
                     ops_.push(BatchOp::Delete { key: kk });
+                } else if rng.below(4) == 0 {
+                    // A patch: undone logically on abort or at restart.
+                    let old = seen.get(&kk).cloned();
+                    let ol = old.as_ref().map_or(0, Vec::len);
+                    let off = rng.below(ol as u64 + 1) as usize;
+                    let len = (ol - off).min(1 + rng.below(60) as usize);
+                    let bytes = vec![(i + x) as u8 ^ 0x3c; len];
+                    let got = tx.update_part(&t, &kk, off, &bytes).map_err(e)?;
+                    if got != old.is_some() {
+                        return Err(format!("op {i}: patch returned {got}"));
+                    }
+                    if let Some(mut nv) = old {
+                        nv[off..off + len].copy_from_slice(&bytes);
+                        seen.insert(kk.clone(), nv.clone());
+                        ops_.push(BatchOp::Put { key: kk, value: nv });
+                    }
                 } else {
                     let vv = value(&mut rng, i * 8 + x + 1);
                     tx.upsert(&t, &kk, &vv).map_err(e)?;
+                    seen.insert(kk.clone(), vv.clone());
                     ops_.push(BatchOp::Put { key: kk, value: vv });
                 }
             }
@@ -339,7 +375,9 @@ pub fn pm_direct_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     explore_design(cfg, Design::PmDirect, ops(cfg, DEFAULT_OPS / 3))
 }
 
-/// The `buffer-ssd-bm` target: DRAM over SSD.
+/// The `buffer-ssd-bm` target: DRAM over SSD. Its workload fences less per
+/// operation than the three-tier one (no PM tier), so it runs a sixth more
+/// operations to stay above 10,000 crash states.
 pub fn ssd_bm_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
-    explore_design(cfg, Design::SsdBm, ops(cfg, DEFAULT_OPS))
+    explore_design(cfg, Design::SsdBm, ops(cfg, DEFAULT_OPS + DEFAULT_OPS / 6))
 }

@@ -19,7 +19,7 @@ use ferrite_kv::{KvError, KvResult};
 use serde_json::{json, Value};
 
 use super::cgroup::{self, MemCgroup, MemUsage};
-use super::ycsb::{self, RunSpec, RunStats, Workload, YcsbTarget};
+use super::ycsb::{self, RunSpec, RunStats, Workload, YcsbTarget, FIELD_LEN};
 
 /// An outside store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,10 +46,10 @@ impl Engine {
     pub fn durability(self) -> &'static str {
         match self {
             Engine::Lmdb => {
-                "LMDB default flags plus MDB_NORDAHEAD: each update its own write transaction, fsync at commit (durable); reads through its mmap"
+                "LMDB default flags plus MDB_NORDAHEAD: each update its own write transaction (get, change the field, put), fsync at commit (durable); reads copy the field out of its mmap"
             }
             Engine::Sqlite => {
-                "SQLite journal_mode=WAL, synchronous=FULL: each update its own transaction, WAL fsync at commit (durable); default page cache (2 MiB), no mmap"
+                "SQLite journal_mode=WAL, synchronous=FULL: each update its own transaction (read the record, UPDATE it with the field changed), WAL fsync at commit (durable); reads SELECT substr() of the field; default page cache (2 MiB), no mmap"
             }
         }
     }
@@ -133,6 +133,36 @@ impl YcsbTarget for Lmdb {
             self.db.put(&mut w, k, v).map_err(kv_err)?;
         }
         w.commit().map_err(kv_err)
+    }
+    /// The field straight out of the map (LMDB's reads are zero-copy).
+    fn read_field(&self, key: &[u8], field: usize, out: &mut Vec<u8>) -> KvResult<bool> {
+        let r = self.env.read_txn().map_err(kv_err)?;
+        out.clear();
+        match self.db.get(&r, key).map_err(kv_err)? {
+            Some(v) => {
+                let a = (field * FIELD_LEN).min(v.len());
+                let b = ((field + 1) * FIELD_LEN).min(v.len());
+                out.extend_from_slice(&v[a..b]);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    /// Read, change the field, put back, in one write transaction (LMDB
+    /// copies a page on write anyway).
+    fn write_field(&self, key: &[u8], field: usize, bytes: &[u8]) -> KvResult<bool> {
+        let mut w = self.env.write_txn().map_err(kv_err)?;
+        let Some(old) = self.db.get(&w, key).map_err(kv_err)? else {
+            return Ok(false);
+        };
+        let mut v = old.to_vec();
+        match v.get_mut(field * FIELD_LEN..field * FIELD_LEN + bytes.len()) {
+            Some(f) => f.copy_from_slice(bytes),
+            None => return Ok(false),
+        }
+        self.db.put(&mut w, key, &v).map_err(kv_err)?;
+        w.commit().map_err(kv_err)?;
+        Ok(true)
     }
 }
 
@@ -228,6 +258,29 @@ impl YcsbTarget for Sqlite {
         }
         tx.commit().map_err(kv_err)
     }
+    /// `substr` of the blob: SQLite returns only the field.
+    fn read_field(&self, key: &[u8], field: usize, out: &mut Vec<u8>) -> KvResult<bool> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT substr(v, ?2, ?3) FROM ycsb WHERE k = ?1")
+            .map_err(kv_err)?;
+        let mut rows = st
+            .query(rusqlite::params![
+                rowid(key),
+                (field * FIELD_LEN + 1) as i64,
+                FIELD_LEN as i64
+            ])
+            .map_err(kv_err)?;
+        out.clear();
+        match rows.next().map_err(kv_err)? {
+            Some(r) => {
+                let v = r.get_ref(0).map_err(kv_err)?;
+                out.extend_from_slice(v.as_blob().map_err(kv_err)?);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
 }
 
 /// Records per load transaction of the anchors.
@@ -301,7 +354,8 @@ pub fn files_bytes(dir: &Path) -> u64 {
 fn stats_json(s: &RunStats) -> Value {
     json!({
         "ops": s.ops, "secs": s.secs, "mops": s.mops, "p50_ns": s.p50_ns,
-        "p99_ns": s.p99_ns, "wrong": s.wrong, "missing": s.missing,
+        "p99_ns": s.p99_ns, "wrong": s.wrong, "missing": s.missing, "cpu_secs": s.cpu_secs,
+        "rq_wait_secs": s.rq_wait_secs,
     })
 }
 
@@ -316,6 +370,8 @@ fn stats_from_json(v: &Value) -> RunStats {
         wrong: v["wrong"].as_u64().unwrap_or(0),
         missing: v["missing"].as_u64().unwrap_or(0),
         timeline: Vec::new(),
+        cpu_secs: f("cpu_secs"),
+        rq_wait_secs: f("rq_wait_secs"),
     }
 }
 

@@ -295,6 +295,14 @@ pub fn per_op(before: &BufferStats, after: &BufferStats, ops: u64) -> Vec<(&'sta
         ),
         ("wal_bytes_per_op", d(after.wal_bytes, before.wal_bytes)),
         ("misses_per_op", d(after.misses, before.misses)),
+        (
+            "pm_model_lines_per_op",
+            d(after.pm_model_lines, before.pm_model_lines),
+        ),
+        (
+            "pm_model_wait_ns_per_op",
+            d(after.pm_model_wait_ns, before.pm_model_wait_ns),
+        ),
     ]
 }
 
@@ -363,8 +371,23 @@ mod tests {
             let mut spec =
                 ycsb::RunSpec::new(ycsb::Workload::ReadWrite { update_pct: 50 }, 2000, 60.0);
             spec.max_ops = 2000;
-            let r = ycsb::run(s.kv(), &spec).unwrap();
+            // Through the B+-tree's field reads and in-place field updates.
+            let r = ycsb::run(&s.tree, &spec).unwrap();
             assert_eq!((r.wrong, r.missing), (0, 0), "{}", d.name());
+            // Every field of every record still belongs to it, and the
+            // updated fields carry their new versions.
+            let mut changed = 0;
+            for id in 0..2000u32 {
+                let v = s.kv().get(&ycsb::key(id)).unwrap().unwrap();
+                assert_eq!(v.len(), ycsb::VALUE_LEN);
+                let mut orig = Vec::new();
+                ycsb::record(id, &mut orig);
+                for f in 0..ycsb::FIELDS {
+                    assert!(ycsb::field_ok(&v, id, f), "{}: {id}/{f}", d.name());
+                }
+                changed += (v != orig) as u32;
+            }
+            assert!(changed > 50, "{}: {changed} records updated", d.name());
             assert!(s.data_bytes().unwrap() >= 2000 * 1000, "{}", d.name());
             let (s, rep, _) = s.reopen(cfg).unwrap();
             assert_eq!(rep.records_redone, 0, "a clean close needs no redo");

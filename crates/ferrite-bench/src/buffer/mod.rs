@@ -93,6 +93,9 @@ pub struct BufferBenchConfig {
     pub page_size: usize,
     /// Bytes per WAL segment (two logs of two segments each).
     pub wal_segment_bytes: usize,
+    /// Modelled PM read latency in ns (0: none; see
+    /// `ferrite_buffer::BufferConfig::pm_read_ns`).
+    pub pm_read_ns: u64,
     pub dirs: Dirs,
     pub seed: u64,
 }
@@ -126,6 +129,7 @@ impl Default for BufferBenchConfig {
             tpcc_check_all: false,
             page_size: ferrite_buffer::DEFAULT_PAGE_SIZE,
             wal_segment_bytes: ferrite_buffer::DEFAULT_PAGE_SIZE * 1024,
+            pm_read_ns: 0,
             dirs: Dirs {
                 pool_dir: "/dev/shm".into(),
                 ssd_dir: std::env::temp_dir(),
@@ -176,6 +180,7 @@ impl BufferBenchConfig {
         let t = &self.tiers;
         let mut c = d.config_paged(self.page_size, t.dram, t.pm, t.ssd);
         c.wal_segment_bytes = self.wal_segment_bytes;
+        c.pm_read_ns = self.pm_read_ns;
         c
     }
 

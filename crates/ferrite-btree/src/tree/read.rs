@@ -22,6 +22,28 @@ fn leaf_get(g: &mut PageGuard<'_>, key: &[u8], out: &mut Vec<u8>) -> Result<bool
     Ok(true)
 }
 
+/// Bytes `off..off+len` of the value (fewer when the value is shorter).
+fn leaf_get_part(
+    g: &mut PageGuard<'_>,
+    key: &[u8],
+    off: usize,
+    len: usize,
+    out: &mut Vec<u8>,
+) -> Result<bool> {
+    let h = node::header(g)?;
+    let (pos, found) = node::leaf_find(g, &h, key)?;
+    if !found {
+        return Ok(false);
+    }
+    let s = node::slot(g, &h, pos)?;
+    let (voff, vlen) = node::leaf_value(g, &s)?;
+    let a = off.min(vlen);
+    let b = off.saturating_add(len).min(vlen);
+    out.clear();
+    out.extend_from_slice(g.read(voff + a, b - a)?);
+    Ok(true)
+}
+
 /// Entry `i` of a leaf, copied out.
 fn entry(g: &mut PageGuard<'_>, h: &Header, i: usize) -> Result<(Vec<u8>, Vec<u8>)> {
     let s = node::slot(g, h, i)?;
@@ -43,6 +65,29 @@ impl TreeInner {
         loop {
             let mut p = self.descend(bm, Route::Key(key), mode, Hint::Leaf)?;
             match leaf_get(&mut p.leaf, key, out) {
+                Err(e) if e.is_fault() && mode == Mode::Shared => mode = Mode::Exclusive,
+                r => return r,
+            }
+        }
+    }
+
+    /// Copies bytes `off..off+len` of `key`'s value into `out` (clipped to
+    /// the value: empty when the value is shorter than `off`); false when
+    /// the key is absent. Only the cache lines of that part of the value are
+    /// touched (and loaded, cache-line-grained).
+    pub(crate) fn get_part(
+        &self,
+        bm: &BufferManager,
+        key: &[u8],
+        off: usize,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
+        let _r = bm.reader();
+        let mut mode = Mode::Shared;
+        loop {
+            let mut p = self.descend(bm, Route::Key(key), mode, Hint::Leaf)?;
+            match leaf_get_part(&mut p.leaf, key, off, len, out) {
                 Err(e) if e.is_fault() && mode == Mode::Shared => mode = Mode::Exclusive,
                 r => return r,
             }

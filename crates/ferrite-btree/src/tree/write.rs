@@ -24,6 +24,9 @@ pub(crate) enum UndoOp {
     Remove(Vec<u8>),
     /// The key held this value: put it back.
     Put(Vec<u8>, Vec<u8>),
+    /// Bytes at this offset of the key's value were these: write them back
+    /// (the undo of a patch; the key exists, its lock held until the end).
+    Patch(Vec<u8>, u16, Vec<u8>),
 }
 
 impl UndoOp {
@@ -31,11 +34,15 @@ impl UndoOp {
         let (tag, k, v): (u8, &[u8], &[u8]) = match self {
             UndoOp::Remove(k) => (1, k, &[]),
             UndoOp::Put(k, v) => (2, k, v),
+            UndoOp::Patch(k, _, v) => (3, k, v),
         };
-        let mut b = Vec::with_capacity(3 + k.len() + v.len());
+        let mut b = Vec::with_capacity(5 + k.len() + v.len());
         b.push(tag);
         b.extend_from_slice(&(k.len() as u16).to_le_bytes());
         b.extend_from_slice(k);
+        if let UndoOp::Patch(_, off, _) = self {
+            b.extend_from_slice(&off.to_le_bytes());
+        }
         b.extend_from_slice(v);
         b
     }
@@ -53,6 +60,11 @@ impl UndoOp {
         match b[0] {
             1 if v.is_empty() => Ok(UndoOp::Remove(k)),
             2 => Ok(UndoOp::Put(k, v)),
+            3 if v.len() >= 2 => Ok(UndoOp::Patch(
+                k,
+                u16::from_le_bytes([v[0], v[1]]),
+                v[2..].to_vec(),
+            )),
             _ => Err(bad()),
         }
     }
@@ -183,6 +195,67 @@ impl TreeInner {
     }
 }
 
+impl TreeInner {
+    /// Overwrites `bytes.len()` bytes of `key`'s value from offset `off` in
+    /// place (the thesis's YCSB update of one field): only the lines of those
+    /// bytes change and are logged, the undo holds their old contents. False
+    /// when the key is absent; a range past the value's end is an error and
+    /// changes nothing.
+    pub(crate) fn patch(
+        &self,
+        bm: &BufferManager,
+        ctx: Ctx<'_>,
+        key: &[u8],
+        off: usize,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        if key.len() > self.max_key {
+            return Err(BufferError::Invalid(format!(
+                "key of {} bytes exceeds the limit of {} bytes",
+                key.len(),
+                self.max_key
+            )));
+        }
+        if off
+            .checked_add(bytes.len())
+            .is_none_or(|e| e > self.max_value)
+        {
+            return Err(BufferError::Invalid(format!(
+                "patch of {} bytes at {off} runs past the largest value ({} bytes)",
+                bytes.len(),
+                self.max_value
+            )));
+        }
+        let mut op = bm.begin_op(ctx, 1, 16 + key.len() + bytes.len())?;
+        op.lock_key(self.id, key)?;
+        let mut p = self.descend(bm, Route::Key(key), Mode::Exclusive, Hint::Leaf)?;
+        let g = &mut p.leaf;
+        let h = node::header(g)?;
+        let (pos, found) = node::leaf_find(g, &h, key)?;
+        if !found {
+            return Ok(false);
+        }
+        let s = node::slot(g, &h, pos)?;
+        let (voff, vlen) = node::leaf_value(g, &s)?;
+        if off + bytes.len() > vlen {
+            return Err(BufferError::Invalid(format!(
+                "patch of {} bytes at {off} runs past the value of {vlen} bytes",
+                bytes.len()
+            )));
+        }
+        if bytes.is_empty() {
+            return Ok(true);
+        }
+        let old = g.read(voff + off, bytes.len())?.to_vec();
+        g.write(voff + off, bytes)?;
+        let payload = UndoOp::Patch(key.to_vec(), off as u16, old).encode();
+        op.log(&mut [g], Some((self.id, &payload)))?;
+        drop(p);
+        op.finish()?;
+        Ok(true)
+    }
+}
+
 fn insert_leaf(
     g: &mut ferrite_buffer::PageGuard<'_>,
     h: &mut node::Header,
@@ -215,11 +288,17 @@ mod tests {
             UndoOp::Remove(b"k".to_vec()),
             UndoOp::Put(b"".to_vec(), b"v".to_vec()),
             UndoOp::Put(b"key".to_vec(), vec![]),
+            UndoOp::Patch(b"key".to_vec(), 300, b"old".to_vec()),
+            UndoOp::Patch(vec![], 0, vec![]),
         ] {
             assert_eq!(UndoOp::decode(&u.encode()).unwrap(), u);
         }
         assert!(UndoOp::decode(&[9, 0, 0]).is_err());
         assert!(UndoOp::decode(&[1, 5, 0, 1]).is_err());
         assert!(UndoOp::decode(&[1, 1, 0, 1, 2]).is_err());
+        assert!(
+            UndoOp::decode(&[3, 1, 0, 1, 2]).is_err(),
+            "a patch needs its offset"
+        );
     }
 }

@@ -95,6 +95,11 @@ pub struct BufferBenchArgs {
     /// Bytes per WAL segment (two logs of two segments each)
     #[arg(long, value_parser = parse_size, default_value = "16M")]
     pub wal_segment: u64,
+    /// Modelled PM read latency in ns (0: none): reads of PM frame data
+    /// that miss a modelled 16 MiB CPU cache busy-wait this long, for a
+    /// machine whose PM is DRAM; every result of such a run says so
+    #[arg(long, default_value_t = 0)]
+    pub pm_read_ns: u64,
     /// Check TPC-C's consistency conditions after every TPC-C run (always
     /// after the side-by-side one)
     #[arg(long)]
@@ -191,6 +196,7 @@ impl BufferBenchArgs {
             tpcc_check_all: self.tpcc_check_all,
             page_size: self.page_size as usize,
             wal_segment_bytes: self.wal_segment as usize,
+            pm_read_ns: self.pm_read_ns,
             dirs: Dirs {
                 pool_dir: self.pool_dir.clone(),
                 ssd_dir: self.ssd_dir.clone(),

@@ -105,6 +105,13 @@ pub(crate) fn run(cx: &mut Ctx<'_>) -> Result<()> {
                 .with("ops", r.stats.ops);
                 b.p50_ns = Some(r.stats.p50_ns);
                 b.p99_ns = Some(r.stats.p99_ns);
+                let mut b = super::with_cpu(
+                    b,
+                    r.stats.ops,
+                    r.stats.secs,
+                    r.stats.cpu_secs,
+                    r.stats.rq_wait_secs,
+                );
                 if let Some(la) = crate::env::loadavg() {
                     b = b.with("loadavg", la);
                 }

@@ -85,8 +85,16 @@ impl Ctx<'_> {
     }
 
     pub fn tiers_line(&self) -> String {
+        let model = if self.cfg.pm_read_ns > 0 {
+            format!(
+                ", MODELLED PM read latency {} ns per missed line",
+                self.cfg.pm_read_ns
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "tiers {}, {} KiB pages",
+            "tiers {}, {} KiB pages{model}",
             self.cfg.tiers.describe(),
             self.cfg.page_size / 1024
         )
@@ -198,6 +206,7 @@ impl Ctx<'_> {
         let mut b = BenchResult::new(&workload.name(), &s.label, Some(param), 1, r.mops);
         b.p50_ns = Some(r.p50_ns);
         b.p99_ns = Some(r.p99_ns);
+        let b = with_cpu(b, r.ops, r.secs, r.cpu_secs, r.rq_wait_secs);
         let b = self.common(b, experiment, l, records, r.ops, &before, &after, load0);
         Ok(b)
     }
@@ -230,9 +239,17 @@ impl Ctx<'_> {
         spec.seed = self.cfg.seed;
         let before = s.stats();
         let load0 = env::loadavg();
+        let t0 = Instant::now();
+        let cpu0 = ycsb::thread_cpu_secs();
+        let rq0 = ycsb::thread_rq_wait_secs();
         let r = tpcc::run(&st, &spec)?;
+        let (secs, cpu) = (t0.elapsed().as_secs_f64(), ycsb::thread_cpu_secs() - cpu0);
+        let rq = match (rq0, ycsb::thread_rq_wait_secs()) {
+            (Some(a), Some(b)) => (b - a).max(0.0),
+            _ => 0.0,
+        };
         let after = s.stats();
-        let mut b = BenchResult::new("tpcc", &s.label, Some(Value::from(w)), 1, r.tps / 1e6)
+        let b = BenchResult::new("tpcc", &s.label, Some(Value::from(w)), 1, r.tps / 1e6)
             .with("tps", r.tps)
             .with("tpmc", r.tpmc)
             .with("rollbacks", r.rollbacks)
@@ -241,6 +258,7 @@ impl Ctx<'_> {
             .with("order_status", r.per_kind[2])
             .with("delivery", r.per_kind[3])
             .with("stock_level", r.per_kind[4]);
+        let mut b = with_cpu(b, r.txns, secs, cpu, rq);
         if check {
             let v = tpcc::check(&st, w)?;
             b = b.with("consistency_violations", v.len() as u64);
@@ -278,7 +296,13 @@ impl Ctx<'_> {
             b = b.with("records", records);
         }
         for (k, v) in per_op(before, after, ops) {
+            if k.starts_with("pm_model") && self.cfg.pm_read_ns == 0 {
+                continue;
+            }
             b = b.with(k, (v * 1000.0).round() / 1000.0);
+        }
+        if self.cfg.pm_read_ns > 0 {
+            b = b.with("pm_read_ns_model", self.cfg.pm_read_ns);
         }
         if let Some(la) = load0 {
             b = b.with("loadavg", la);
@@ -307,6 +331,44 @@ impl Ctx<'_> {
     }
 }
 
+/// Adds the measuring thread's CPU time: `cpu_s`, `cpu_share` (of the
+/// wall-clock time: below 1 when other processes took the CPU, or while the
+/// thread waited for I/O) and `cpu_mops` (operations per CPU second, which
+/// the machine's other load affects far less than `mops`; not a throughput
+/// for designs that wait for the SSD).
+///
+/// And the run-queue delay (`rq_wait_s`: the thread was runnable but another
+/// process had the CPU) with `mops_rq_free`, operations per second of
+/// wall-clock time less that delay: an estimate of the throughput on an
+/// unshared machine that, unlike `cpu_mops`, keeps the time spent waiting
+/// for the SSD.
+pub(crate) fn with_cpu(
+    b: BenchResult,
+    ops: u64,
+    secs: f64,
+    cpu_secs: f64,
+    rq_wait_secs: f64,
+) -> BenchResult {
+    if cpu_secs <= 0.0 || secs <= 0.0 {
+        return b;
+    }
+    let b = if rq_wait_secs > 0.0 && secs > rq_wait_secs {
+        b.with("rq_wait_s", (rq_wait_secs * 1000.0).round() / 1000.0)
+            .with(
+                "mops_rq_free",
+                (ops as f64 / (secs - rq_wait_secs) / 1e6 * 1e5).round() / 1e5,
+            )
+    } else {
+        b
+    };
+    b.with("cpu_s", (cpu_secs * 1000.0).round() / 1000.0)
+        .with("cpu_share", (cpu_secs / secs * 1000.0).round() / 1000.0)
+        .with(
+            "cpu_mops",
+            (ops as f64 / cpu_secs / 1e6 * 1e4).round() / 1e4,
+        )
+}
+
 /// Runs every configured experiment.
 pub(crate) fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<BufferRun> {
     super::designs::remove_stale(&cfg.dirs.pool_dir);
@@ -317,6 +379,7 @@ pub(crate) fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<Bu
         serde_json::json!({
             "dram_bytes": cfg.tiers.dram, "pm_bytes": cfg.tiers.pm, "ssd_bytes": cfg.tiers.ssd,
             "page_size": cfg.page_size, "wal_segment_bytes": cfg.wal_segment_bytes,
+            "pm_read_ns_model": cfg.pm_read_ns,
             "pm_dir": cfg.dirs.pool_dir.display().to_string(),
             "ssd_dir": cfg.dirs.ssd_dir.display().to_string(),
         }),
@@ -362,6 +425,13 @@ pub(crate) fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<Bu
         report.environment.durability,
         cfg.dirs.ssd_dir.display()
     ));
+    if cfg.pm_read_ns > 0 {
+        report.notes.push(format!(
+            "MODELLED PM read latency: every read of PM frame data that misses a modelled 16 MiB CPU cache busy-waits {} ns (further lines of the same read {} ns each); PM here is DRAM",
+            cfg.pm_read_ns,
+            cfg.pm_read_ns / 8
+        ));
+    }
     report.notes.push(
         "loads run with a DRAM budget that holds the data; the store is then closed cleanly and reopened with the design's budgets, and every cell is measured after a warm-up"
             .into(),
