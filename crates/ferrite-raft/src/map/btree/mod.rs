@@ -904,6 +904,10 @@ impl PmMap for BTreeMap {
         Ok(())
     }
 
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     fn stats(&self) -> MapStats {
         MapStats {
             entries: self.entries,
