@@ -219,7 +219,7 @@ impl<M: PmMap> PmStore<M> {
             let (chunks, free) = pool.chunk_usage();
             let cs = pool.header().chunk_size;
             crate::replica::Space {
-                used: st.pm_bytes,
+                used: c.map().space_used(),
                 live: st.live_bytes,
                 capacity: Some(chunks * cs),
                 unclaimed: free * cs,

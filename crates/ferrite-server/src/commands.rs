@@ -571,7 +571,8 @@ fn store_section(node: &Node, st: &ferrite_raft::ReplicaStatus) -> Vec<(String, 
             ),
             (
                 "pool_full".into(),
-                if sp.used >= cap / 100 * node.cfg.max_pool_use.min(100) as u64 {
+                // Less than 1 % of the pool left below the write limit.
+                if sp.used + cap / 100 > cap / 100 * node.cfg.max_pool_use.min(100) as u64 {
                     "yes"
                 } else {
                     "no"

@@ -685,7 +685,12 @@ async fn keep_space(node: Arc<Node>) {
             }
         })
         .await;
-        if let Ok(Some(upto)) = built {
+        if let Ok(Some(snap)) = built {
+            // A leader keeps the entries a reachable replica still lacks:
+            // purged, they could only reach it in a snapshot, which a
+            // replica short of space cannot stage. (An unreachable one gets
+            // a snapshot when it is back.)
+            let upto = purge_bound(&node, snap);
             if node.raft.trigger().purge_log(upto).await.is_err() {
                 return;
             }
@@ -697,4 +702,28 @@ async fn keep_space(node: Arc<Node>) {
         }
         compacted_at = Some(applied);
     }
+}
+
+/// How far a replica under space pressure purges its log: up to its
+/// snapshot at `snapshot`, and, on a leader, not past the last entry any
+/// reachable member is known to hold.
+fn purge_bound(node: &Node, snapshot: u64) -> u64 {
+    let m = node.raft.metrics().borrow().clone();
+    let Some(repl) = &m.replication else {
+        return snapshot;
+    };
+    let within = node.cfg.raft.election_max;
+    let mut upto = snapshot;
+    for (id, matched) in repl {
+        if *id == node.id {
+            continue;
+        }
+        let reachable = node
+            .peer_addr_of(*id)
+            .is_some_and(|a| node.pool.contact(&a).reachable(within));
+        if reachable {
+            upto = upto.min(matched.map_or(0, |l| l.index));
+        }
+    }
+    upto
 }

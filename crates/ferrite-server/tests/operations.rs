@@ -392,8 +392,13 @@ fn space_stays_bounded_under_overwrites() {
         });
         let mut con = c.client(0);
         let value = vec![b'x'; 4096];
-        // 8 × the pool, in pipelines of 32 writes over 64 keys.
-        let total = 8 * pool;
+        // 8 × the pool (or FERRITE_SPACE_MULTIPLE ×), in pipelines of 32
+        // writes over 64 keys.
+        let multiple: u64 = std::env::var("FERRITE_SPACE_MULTIPLE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8);
+        let total = multiple * pool;
         let writes = total / value.len() as u64;
         let node = c.server(0).node().clone();
         let cap = node.replica.space().capacity.unwrap();

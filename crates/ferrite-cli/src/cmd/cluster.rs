@@ -815,6 +815,16 @@ fn down(a: DownArgs) -> Result<i32> {
                 let _ = std::fs::remove_dir_all(&r.pool);
                 let _ = std::fs::remove_file(&r.log);
             }
+            // Also the pools and logs of replicas `cluster remove` stopped
+            // without --purge.
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    if e.file_name().to_string_lossy().starts_with("replica-") {
+                        let _ = std::fs::remove_file(e.path());
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+            }
             let _ = std::fs::remove_file(dir.join(SECRET));
             let _ = std::fs::remove_dir(&dir);
         }
