@@ -221,9 +221,10 @@ fn cli(port: u16, args: &[&str]) -> String {
     let p = port.to_string();
     let mut a = vec!["-p", &p];
     a.extend_from_slice(args);
-    let o = Command::new("redis-cli").args(&a).output().unwrap_or_else(|e| {
-        panic!("cannot run redis-cli ({e}): install Debian's redis-tools")
-    });
+    let o = Command::new("redis-cli")
+        .args(&a)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run redis-cli ({e}): install Debian's redis-tools"));
     assert!(o.status.success(), "redis-cli {args:?}: {}", text(&o));
     String::from_utf8_lossy(&o.stdout)
         .trim_end_matches('\n')
@@ -231,14 +232,19 @@ fn cli(port: u16, args: &[&str]) -> String {
 }
 
 fn info_field(info: &str, key: &str) -> Option<String> {
-    info.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}:")).map(|v| v.trim().to_string()))
+    info.lines().find_map(|l| {
+        l.strip_prefix(&format!("{key}:"))
+            .map(|v| v.trim().to_string())
+    })
 }
 
 #[test]
 fn cluster_add_remove_down_up() {
     let port = 11000 + (std::process::id() % 400) as u16 * 10 + 7;
-    let dir = PathBuf::from(format!("/dev/shm/ferrite-cli-ops-cluster-{}", std::process::id()));
+    let dir = PathBuf::from(format!(
+        "/dev/shm/ferrite-cli-ops-cluster-{}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     let d = dir.to_str().unwrap();
     struct Down<'a>(&'a str);
@@ -249,10 +255,23 @@ fn cluster_add_remove_down_up() {
     }
     let _down = Down(d);
     let ps = port.to_string();
-    let o = ferrite(&["cluster", "up", "3", "--dir", d, "--port", &ps, "--pool-size", "128M"]);
+    let o = ferrite(&[
+        "cluster",
+        "up",
+        "3",
+        "--dir",
+        d,
+        "--port",
+        &ps,
+        "--pool-size",
+        "128M",
+    ]);
     assert!(o.status.success(), "cluster up: {}", text(&o));
     for i in 0..300 {
-        assert_eq!(cli(port + (i % 3), &["set", &format!("k{i}"), &format!("v{i}")]), "OK");
+        assert_eq!(
+            cli(port + (i % 3), &["set", &format!("k{i}"), &format!("v{i}")]),
+            "OK"
+        );
     }
     // A fourth replica.
     let o = ferrite(&["cluster", "add", "--dir", d]);
@@ -265,7 +284,11 @@ fn cluster_add_remove_down_up() {
         .parse()
         .unwrap();
     let info = cli(port + leader - 1, &["info", "replication"]);
-    assert_eq!(info_field(&info, "connected_slaves").as_deref(), Some("3"), "{info}");
+    assert_eq!(
+        info_field(&info, "connected_slaves").as_deref(),
+        Some("3"),
+        "{info}"
+    );
     // Remove the leader.
     let o = ferrite(&["cluster", "remove", &leader.to_string(), "--dir", d]);
     assert!(o.status.success(), "cluster remove: {}", text(&o));
@@ -280,14 +303,27 @@ fn cluster_add_remove_down_up() {
         let log = std::fs::read_to_string(dir.join(format!("replica-{i}.log"))).unwrap_or_default();
         assert!(log.contains("closed cleanly"), "replica {i} log: {log}");
     }
-    let o = ferrite(&["cluster", "up", "3", "--dir", d, "--port", &ps, "--pool-size", "128M"]);
+    let o = ferrite(&[
+        "cluster",
+        "up",
+        "3",
+        "--dir",
+        d,
+        "--port",
+        &ps,
+        "--pool-size",
+        "128M",
+    ]);
     assert!(o.status.success(), "cluster up again: {}", text(&o));
     for i in (0..=300).step_by(17) {
         let p = port + alive[i as usize % 3] - 1;
         assert_eq!(cli(p, &["get", &format!("k{i}")]), format!("v{i}"));
     }
     for n in 0..3 {
-        assert_eq!(cli(port + alive[0] - 1, &["get", &format!("after{n}")]), "x");
+        assert_eq!(
+            cli(port + alive[0] - 1, &["get", &format!("after{n}")]),
+            "x"
+        );
     }
     let members = info_field(&cli(port + alive[0] - 1, &["info", "raft"]), "raft_members").unwrap();
     assert!(!members.contains(&format!("{leader}=")), "{members}");

@@ -515,11 +515,7 @@ impl Heap {
                             let list = &mut tc.free[class];
                             let rest = list.split_off(list.len() - 2 * BATCH);
                             let back = std::mem::replace(list, rest);
-                            self.shared.classes[class]
-                                .lock()
-                                .unwrap()
-                                .free
-                                .extend(back);
+                            self.shared.classes[class].lock().unwrap().free.extend(back);
                         }
                     }
                 });

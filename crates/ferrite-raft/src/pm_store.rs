@@ -223,6 +223,7 @@ impl<M: PmMap> PmStore<M> {
                 live: st.live_bytes,
                 capacity: Some(chunks * cs),
                 unclaimed: free * cs,
+                chunk: cs,
             }
         })
     }

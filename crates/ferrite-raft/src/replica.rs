@@ -81,9 +81,23 @@ pub struct Space {
     pub capacity: Option<u64>,
     /// PM stores: heap bytes in chunks no structure has claimed yet.
     pub unclaimed: u64,
+    /// PM stores: the heap's chunk size (a size class claims whole chunks).
+    pub chunk: u64,
 }
 
 impl Space {
+    /// The most the store should be allowed to fill: `pct` percent of the
+    /// capacity, and never the last 32 chunks. The heap hands out blocks by
+    /// size class, each class carving its own chunks, and threads cache
+    /// blocks they freed: up to about a chunk per class in use plus the
+    /// caches can be free yet unusable for another class. That slack does
+    /// not grow with the pool; in a small pool it is most of the margin.
+    pub fn write_limit(&self, pct: u8) -> Option<u64> {
+        let cap = self.capacity?;
+        let by_pct = cap / 100 * pct.min(100) as u64;
+        Some(by_pct.min(cap.saturating_sub(32 * self.chunk)))
+    }
+
     /// `used` as a share of `capacity` (0 without one).
     pub fn fraction(&self) -> f64 {
         match self.capacity {
@@ -198,6 +212,7 @@ impl Replica {
                     live: b,
                     capacity: None,
                     unclaimed: 0,
+                    chunk: 0,
                 }
             }
         }

@@ -514,7 +514,9 @@ fn replication(
         out.push(("master_repl_offset".into(), last.to_string()));
     } else {
         let leader = m.current_leader.filter(|&l| l != node.id);
-        let addr = leader.and_then(|l| node.peer_addr_of(l)).unwrap_or_default();
+        let addr = leader
+            .and_then(|l| node.peer_addr_of(l))
+            .unwrap_or_default();
         let (host, port) = host_port(&addr);
         let heard = *node.last_leader_contact.lock().unwrap();
         let up = leader.is_some() && heard.is_some_and(|t| t.elapsed() <= within);
@@ -558,21 +560,18 @@ fn store_section(node: &Node, st: &ferrite_raft::ReplicaStatus) -> Vec<(String, 
         ("store_used_bytes".into(), sp.used.to_string()),
         ("store_live_bytes".into(), sp.live.to_string()),
     ];
-    if let Some(cap) = sp.capacity {
+    if let (Some(cap), Some(limit)) = (sp.capacity, sp.write_limit(node.cfg.max_pool_use)) {
         out.extend([
             ("pool_capacity_bytes".to_string(), cap.to_string()),
             (
                 "pool_used_pct".into(),
                 format!("{:.1}", 100.0 * sp.fraction()),
             ),
-            (
-                "pool_write_limit_pct".into(),
-                node.cfg.max_pool_use.to_string(),
-            ),
+            ("pool_write_limit_bytes".into(), limit.to_string()),
             (
                 "pool_full".into(),
                 // Less than 1 % of the pool left below the write limit.
-                if sp.used + cap / 100 > cap / 100 * node.cfg.max_pool_use.min(100) as u64 {
+                if sp.used + cap / 100 > limit {
                     "yes"
                 } else {
                     "no"
@@ -655,10 +654,7 @@ pub fn info(node: &Node, section: Option<String>) -> String {
                 ),
             ],
         ),
-        (
-            "store",
-            store_section(node, &st),
-        ),
+        ("store", store_section(node, &st)),
         (
             "keyspace",
             vec![(

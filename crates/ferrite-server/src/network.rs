@@ -100,8 +100,19 @@ impl PeerPool {
 
     /// An idle connection to `addr`, or a new one.
     pub async fn connect(&self, addr: &str) -> Result<TcpStream, CallError> {
-        if let Some(c) = self.idle.lock().unwrap().get_mut(addr).and_then(Vec::pop) {
-            return Ok(c);
+        loop {
+            let Some(c) = self.idle.lock().unwrap().get_mut(addr).and_then(Vec::pop) else {
+                break;
+            };
+            // The peer may have closed it while it sat idle (it stopped or
+            // restarted): then it is dropped before anything is sent on it,
+            // so a request never goes out on a connection that cannot be
+            // answered (whose outcome would be unknown).
+            let mut probe = [0u8; 1];
+            match c.try_read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(c),
+                _ => continue,
+            }
         }
         let unreachable = |source| CallError::Unreachable {
             addr: addr.to_string(),

@@ -125,7 +125,7 @@ impl Node {
     fn space_refusal(&self, cmd: &Command) -> Option<String> {
         let sp = self.replica.space();
         let cap = sp.capacity?;
-        let limit = cap / 100 * self.cfg.max_pool_use.min(100) as u64;
+        let limit = sp.write_limit(self.cfg.max_pool_use)?;
         let (need, allowed) = match cmd {
             Command::Set { key, value, .. } => {
                 // The version and the log record that names it.
@@ -138,8 +138,8 @@ impl Node {
         };
         (sp.used + need > allowed).then(|| {
             format!(
-                "{OOM} command not allowed: the pool is full ({} of {} bytes used, writes stop at {}%, --max-pool-use); DEL frees space",
-                sp.used, cap, self.cfg.max_pool_use
+                "{OOM} command not allowed: the pool is full ({} of {cap} bytes used, writes stop at {limit} (--max-pool-use {}%, at most the pool less 32 chunks)); DEL frees space",
+                sp.used, self.cfg.max_pool_use
             )
         })
     }
@@ -176,9 +176,7 @@ impl Node {
                 }
                 match self.raft.client_write(cmd.clone()).await {
                     Ok(r) => Ok(ClientReply::Write(r.data)),
-                    Err(e) if e.forward_to_leader::<BasicNode>().is_some() => {
-                        Err(Local::NotLeader)
-                    }
+                    Err(e) if e.forward_to_leader::<BasicNode>().is_some() => Err(Local::NotLeader),
                     Err(e) => Err(Local::Failed(e.to_string())),
                 }
             }
@@ -242,7 +240,9 @@ impl Node {
                 )));
             }
             if membership.voter_ids().any(|v| v == id) {
-                return Ok(ClientReply::Done(format!("replica {id} is already a voter")));
+                return Ok(ClientReply::Done(format!(
+                    "replica {id} is already a voter"
+                )));
             }
         }
         let started = Instant::now();
@@ -647,13 +647,14 @@ async fn keep_space(node: Arc<Node>) {
             _ = tokio::time::sleep(Duration::from_millis(50)) => {}
         }
         let sp = node.replica.space();
-        let Some(cap) = sp.capacity else { return };
-        let share = node.cfg.max_pool_use.min(100) as u64;
+        let (Some(cap), Some(limit)) = (sp.capacity, sp.write_limit(node.cfg.max_pool_use)) else {
+            return;
+        };
         // Under pressure when the structure holds more than half of what
         // writes may fill, or when the heap has almost no unclaimed chunks
         // left (a size class that runs out of blocks then has nowhere to
         // grow: reclaiming dead blocks refills the classes).
-        let pressed = sp.used > cap / 200 * share || sp.unclaimed < cap / 10;
+        let pressed = sp.used > limit / 2 || sp.unclaimed < cap / 10;
         node.replica.set_space_pressure(pressed);
         if !pressed {
             continue;

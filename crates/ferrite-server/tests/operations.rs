@@ -176,17 +176,19 @@ fn grow_and_shrink(kind: StoreKind) {
     let applied = c.server(leader).node().raft.metrics().borrow().last_applied;
     c.wait_applied(3, applied.unwrap().index);
     assert!(
-        c.server(3).node().raft.metrics().borrow().snapshot.is_some(),
+        c.server(3)
+            .node()
+            .raft
+            .metrics()
+            .borrow()
+            .snapshot
+            .is_some(),
         "{kind}: the newcomer was sent a snapshot (the log before it was purged)"
     );
     for i in (0..4000).step_by(97) {
         let k = format!("bulk{i}");
         assert_eq!(c.local(3, &k), c.local(leader, &k), "{kind} {k}");
-        assert_eq!(
-            c.local(3, &k).map(|v| v.len()),
-            Some(1024),
-            "{kind} {k}"
-        );
+        assert_eq!(c.local(3, &k).map(|v| v.len()), Some(1024), "{kind} {k}");
     }
     // The newcomer serves clients (forwarding to the leader).
     let mut con4 = c.client(3);
@@ -208,7 +210,10 @@ fn grow_and_shrink(kind: StoreKind) {
             if l != leader {
                 break l;
             }
-            assert!(Instant::now() < deadline, "{kind}: the removed leader still leads");
+            assert!(
+                Instant::now() < deadline,
+                "{kind}: the removed leader still leads"
+            );
             std::thread::park_timeout(Duration::from_millis(20));
         }
     };
@@ -241,11 +246,19 @@ fn grow_and_shrink(kind: StoreKind) {
     }
     let l = c.wait_leader_seen_by(rest[0]);
     assert!(rest.contains(&l), "{kind}: leader {l} after the restart");
-    assert_eq!(voters(&c, rest[0]), expect, "{kind}: membership after restart");
+    assert_eq!(
+        voters(&c, rest[0]),
+        expect,
+        "{kind}: membership after restart"
+    );
     let mut con = c.client(rest[1]);
     for (i, v) in acked.iter().step_by(7) {
         let got: Option<String> = con.get(format!("w{i}")).unwrap();
-        assert_eq!(got.as_deref(), Some(v.as_str()), "{kind}: w{i} after restart");
+        assert_eq!(
+            got.as_deref(),
+            Some(v.as_str()),
+            "{kind}: w{i} after restart"
+        );
     }
     assert_eq!(con.get::<_, String>("from4").unwrap(), "x");
 }
@@ -281,9 +294,16 @@ fn bad_membership_requests_are_refused() {
     let mut con = c2.client(1);
     let leader = c2.wait_leader();
     let e = err(&["ADDNODE", "7", "127.0.0.1:9"], &mut con);
-    assert!(e.contains("did not catch up") && e.contains("learner"), "{e}");
+    assert!(
+        e.contains("did not catch up") && e.contains("learner"),
+        "{e}"
+    );
     let m = c2.server(leader).node().raft.metrics().borrow().clone();
-    assert!(m.membership_config.membership().learner_ids().any(|l| l == 7));
+    assert!(m
+        .membership_config
+        .membership()
+        .learner_ids()
+        .any(|l| l == 7));
     assert_eq!(voters(&c2, leader), vec![1, 2, 3]);
     let r: String = redis::cmd("CLUSTER")
         .arg("REMOVENODE")
@@ -306,13 +326,18 @@ fn info_replication_shows_every_replica() {
     for i in 0..100 {
         let _: () = lcon.set(format!("k{i}"), i).unwrap();
     }
-    let d = await_info(&mut lcon, "replication", "both followers online and caught up", |d| {
-        d.get::<String>("connected_slaves").as_deref() == Some("2")
-            && (0..2).all(|i| {
-                d.get::<String>(&format!("slave{i}"))
-                    .is_some_and(|l| l.contains("lag=0"))
-            })
-    });
+    let d = await_info(
+        &mut lcon,
+        "replication",
+        "both followers online and caught up",
+        |d| {
+            d.get::<String>("connected_slaves").as_deref() == Some("2")
+                && (0..2).all(|i| {
+                    d.get::<String>(&format!("slave{i}"))
+                        .is_some_and(|l| l.contains("lag=0"))
+                })
+        },
+    );
     assert_eq!(field(&d, "role"), "master");
     assert_eq!(field(&d, "raft_member"), "voter");
     let last: u64 = field(&d, "master_repl_offset").parse().unwrap();
@@ -341,9 +366,12 @@ fn info_replication_shows_every_replica() {
     // A follower's view.
     let follower = (leader + 1) % 3;
     let mut fcon = c.client(follower);
-    let d = await_info(&mut fcon, "replication", "the follower hears its leader", |d| {
-        d.get::<String>("master_link_status").as_deref() == Some("up")
-    });
+    let d = await_info(
+        &mut fcon,
+        "replication",
+        "the follower hears its leader",
+        |d| d.get::<String>("master_link_status").as_deref() == Some("up"),
+    );
     assert_eq!(field(&d, "role"), "slave");
     assert_eq!(field(&d, "master_id"), (leader + 1).to_string());
     assert_eq!(
@@ -357,9 +385,12 @@ fn info_replication_shows_every_replica() {
     for i in 0..20 {
         let _: () = lcon.set(format!("after{i}"), i).unwrap();
     }
-    let d = await_info(&mut lcon, "replication", "the stopped follower is offline", |d| {
-        d.get::<String>("connected_slaves").as_deref() == Some("1")
-    });
+    let d = await_info(
+        &mut lcon,
+        "replication",
+        "the stopped follower is offline",
+        |d| d.get::<String>("connected_slaves").as_deref() == Some("1"),
+    );
     let gone_line = (0..2)
         .map(|i| field(&d, &format!("slave{i}")))
         .find(|l| l.starts_with(&format!("id={},", gone + 1)))

@@ -538,7 +538,11 @@ fn remove(a: RemoveArgs) -> Result<i32> {
     println!(
         "ferrite cluster: replica {} removed ({reply}) and stopped{}{}",
         a.id,
-        if graceful { "" } else { " (killed: it did not stop on SIGTERM)" },
+        if graceful {
+            ""
+        } else {
+            " (killed: it did not stop on SIGTERM)"
+        },
         if a.purge {
             "; its pool and log deleted"
         } else {

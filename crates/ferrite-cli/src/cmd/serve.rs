@@ -76,8 +76,9 @@ pub struct ServeArgs {
     /// be added (CLUSTER ADDNODE on any member, or `ferrite cluster add`)
     #[arg(long)]
     pub join: bool,
-    /// Share of the pool (percent) data may fill: beyond it writes are
-    /// refused with -OOM while reads and DEL go on (PM stores)
+    /// Share of the pool (percent) data may fill, and never its last 32
+    /// chunks: beyond it writes are refused with -OOM while reads and DEL go
+    /// on (PM stores)
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(10..=99))]
     pub max_pool_use: u8,
     /// How long CLUSTER ADDNODE waits for a new replica to catch up (s)
