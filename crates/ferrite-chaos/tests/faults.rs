@@ -222,6 +222,44 @@ fn stale_reads_are_caught() {
     );
 }
 
+/// The second tripwire: a leader that acknowledges a `SET` as soon as it has
+/// taken it into its own log, before a majority holds it
+/// (`--tripwire-early-ack`). The standard schedule cuts the leader off and
+/// kills it: writes it acknowledged but never replicated are lost when
+/// another replica takes over, and reads that follow an acknowledged write
+/// miss it. The checks must report it (a linearizability violation or a
+/// lost acknowledged write).
+#[test]
+fn early_acknowledgements_are_caught() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, checker) = tools();
+    let seed = 0x5EED_0005;
+    let dir = PathBuf::from(format!(
+        "/dev/shm/ferrite-chaos-early-ack-{}-{seed}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _guard = DirGuard(dir.clone());
+    let spec = spec("list", &dir, seed, 10, &["--tripwire-early-ack"]);
+    let t = Instant::now();
+    let report = run(&spec, checker).unwrap();
+    eprintln!(
+        "early-ack tripwire: {} operations ({} acknowledged), faults {:?}, {:.1} s: linearizable {}, violations {:?}, lost writes {:?}",
+        report.operations,
+        report.acknowledged,
+        report.faults,
+        t.elapsed().as_secs_f64(),
+        report.linearizable,
+        report.violations,
+        report.lost_writes
+    );
+    assert!(
+        !report.linearizable || !report.lost_writes.is_empty(),
+        "writes acknowledged before commit went unnoticed: {:?}",
+        report.problems()
+    );
+}
+
 #[test]
 fn faults_list_store() {
     faults_on("list", 0x5EED_0001);

@@ -501,17 +501,22 @@ impl Heap {
                         tc.free[e.class as usize].push(off);
                         return;
                     }
+                    // Blocks this thread freed before its last fence are
+                    // reusable now: settle them here too, not only when this
+                    // thread allocates — a thread that frees and seldom
+                    // allocates (a clean-up thread) would otherwise hoard
+                    // them in its limbo, out of every other thread's reach,
+                    // and the pool would fill.
+                    tc.settle_limbo();
                     tc.limbo.push((off, e.class));
                     tc.limbo_fence = persist::thread_fence_count();
-                    if tc.free[e.class as usize].len() > 4 * BATCH {
-                        let list = &mut tc.free[e.class as usize];
-                        let rest = list.split_off(list.len() - 2 * BATCH);
-                        let back = std::mem::replace(list, rest);
-                        self.shared.classes[e.class as usize]
-                            .lock()
-                            .unwrap()
-                            .free
-                            .extend(back);
+                    for class in 0..NCLASSES {
+                        if tc.free[class].len() > 4 * BATCH {
+                            let list = &mut tc.free[class];
+                            let rest = list.split_off(list.len() - 2 * BATCH);
+                            let back = std::mem::replace(list, rest);
+                            self.shared.classes[class].lock().unwrap().free.extend(back);
+                        }
                     }
                 });
                 Ok(())

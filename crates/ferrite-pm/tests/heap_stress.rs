@@ -83,3 +83,50 @@ fn threads_never_share_a_block() {
         t.join().unwrap();
     }
 }
+
+/// A thread that frees blocks and never allocates (a structure's clean-up
+/// thread) must not keep them from the threads that allocate: the freed
+/// blocks become reusable once the freeing thread has fenced, whoever
+/// allocates next. Here one thread allocates ten times the pool's heap, in
+/// batches another thread frees (and fences) before the next batch; without
+/// that, the freed blocks would stay in the freeing thread's cache and the
+/// pool would fill.
+#[test]
+fn blocks_freed_by_a_thread_that_never_allocates_are_reused() {
+    let pool = Pool::create_volatile(4 << 20, &PoolOptions::default()).unwrap();
+    let id = pool.create_object("churn", "t").unwrap();
+    let (heap, _) = pool.open_heap(id, |_| Ok(())).unwrap();
+    let (chunks, _) = pool.chunk_usage();
+    let heap_bytes = chunks * pool.header().chunk_size;
+    let (tx, rx) = mpsc::channel::<Vec<u64>>();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let h = heap.clone();
+    let freer = std::thread::spawn(move || {
+        let pool = h.pool().clone();
+        let mut n = 0u64;
+        for batch in rx {
+            for off in batch {
+                h.free(off).unwrap();
+                n += 1;
+            }
+            pool.fence().unwrap();
+            done_tx.send(()).unwrap();
+        }
+        n
+    });
+    let block = 6000;
+    let batches = 10 * heap_bytes / block as u64 / 32;
+    for b in 0..batches {
+        let batch: Vec<u64> = (0..32)
+            .map(|i| {
+                heap.alloc(block).unwrap_or_else(|e| {
+                    panic!("allocation {} of {}: {e}", b * 32 + i, batches * 32)
+                })
+            })
+            .collect();
+        tx.send(batch).unwrap();
+        done_rx.recv().unwrap();
+    }
+    drop(tx);
+    assert_eq!(freer.join().unwrap(), batches * 32);
+}

@@ -44,7 +44,7 @@ pub use map::btree::{BTreeMap, BTreeOptions};
 pub use map::list::{ListMap, ListOptions};
 pub use map::{MapStats, PmMap};
 pub use pm_store::{CommitPolicy, PmStore};
-pub use replica::{Replica, ReplicaStatus, StoreConfig};
+pub use replica::{Replica, ReplicaStatus, Space, StoreConfig};
 pub use snapshot::{SnapshotData, SnapshotSink};
 pub use types::{Command, Cond, Reply, StoreKind, TypeConfig};
 pub use wal::WalStore;

@@ -72,6 +72,9 @@ struct Shared<M: PmMap> {
     signal: Arc<FlushSignal>,
     policy: CommitPolicy,
     durability: String,
+    /// Space is short: the committer cleans up after every group, even while
+    /// new groups are waiting (see [`PmStore::set_space_pressure`]).
+    pressure: std::sync::atomic::AtomicBool,
 }
 
 impl<M: PmMap> Drop for Shared<M> {
@@ -124,6 +127,7 @@ impl<M: PmMap> PmStore<M> {
             signal: signal.clone(),
             policy,
             durability,
+            pressure: std::sync::atomic::AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&shared);
         std::thread::Builder::new()
@@ -210,6 +214,42 @@ impl<M: PmMap> PmStore<M> {
     /// Runs `f` with the map (statistics, checks).
     pub fn with_map<T>(&self, f: impl FnOnce(&M) -> T) -> T {
         self.read(|c| f(c.map()))
+    }
+
+    /// How much of the pool the store occupies.
+    pub fn space(&self) -> crate::replica::Space {
+        self.read(|c| {
+            let st = c.map().stats();
+            let pool = c.map().pool();
+            let (chunks, free) = pool.chunk_usage();
+            let cs = pool.header().chunk_size;
+            crate::replica::Space {
+                used: c.map().space_used(),
+                live: st.live_bytes,
+                capacity: Some(chunks * cs),
+                unclaimed: free * cs,
+                chunk: cs,
+            }
+        })
+    }
+
+    /// Tells the store that space is short (or no longer): the list then
+    /// cleans pages with less dead data, and the committer runs clean-up
+    /// steps after every group even under a steady stream of writes.
+    pub fn set_space_pressure(&self, on: bool) {
+        let was = self
+            .shared
+            .pressure
+            .swap(on, std::sync::atomic::Ordering::Relaxed);
+        if was != on {
+            self.shared
+                .inner
+                .write()
+                .unwrap()
+                .core
+                .map_mut()
+                .set_space_pressure(on);
+        }
     }
 
     /// A snapshot view at the last built snapshot, pinned until dropped.
@@ -345,9 +385,15 @@ fn flusher<M: PmMap>(shared: Weak<Shared<M>>, signal: Arc<FlushSignal>, interval
             }
         }
         // Clean-up steps, each under the lock for one page, while no new
-        // group is waiting.
-        for _ in 0..64 {
-            if signal.state.lock().unwrap().first_dirty.is_some() {
+        // group is waiting (under space pressure, a few steps regardless: a
+        // steady stream of writes would otherwise starve the clean-up).
+        let forced = if sh.pressure.load(std::sync::atomic::Ordering::Relaxed) {
+            8
+        } else {
+            0
+        };
+        for step in 0..64 {
+            if step >= forced && signal.state.lock().unwrap().first_dirty.is_some() {
                 break;
             }
             match sh.inner.write().unwrap().core.maintenance() {

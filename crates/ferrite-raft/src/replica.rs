@@ -27,6 +27,9 @@ pub struct StoreConfig {
     pub policy: CommitPolicy,
     pub list: ListOptions,
     pub btree: BTreeOptions,
+    /// wal: log segments grow to about this size before the next starts
+    /// (a purge deletes whole segments).
+    pub wal_segment_bytes: u64,
 }
 
 impl StoreConfig {
@@ -38,6 +41,7 @@ impl StoreConfig {
             policy: CommitPolicy::default(),
             list: ListOptions::default(),
             btree: BTreeOptions::default(),
+            wal_segment_bytes: crate::wal::log::SEGMENT_BYTES,
         }
     }
 }
@@ -60,6 +64,47 @@ pub struct ReplicaStatus {
     pub vote: Option<Vote>,
     /// Keys in the state machine.
     pub keys: u64,
+}
+
+/// How much room a replica's store occupies, and has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Space {
+    /// Bytes the store occupies: PM stores, the blocks of its structure
+    /// (pages or nodes, dead records included until cleaned up); wal, its
+    /// files.
+    pub used: u64,
+    /// Bytes of those that hold live data (list: records the index points
+    /// at; btree: all of them; wal: the files).
+    pub live: u64,
+    /// Bytes the store can grow to (PM stores: the pool's heap; wal: none,
+    /// it grows until the disk is full).
+    pub capacity: Option<u64>,
+    /// PM stores: heap bytes in chunks no structure has claimed yet.
+    pub unclaimed: u64,
+    /// PM stores: the heap's chunk size (a size class claims whole chunks).
+    pub chunk: u64,
+}
+
+impl Space {
+    /// The most the store should be allowed to fill: `pct` percent of the
+    /// capacity, and never the last 32 chunks. The heap hands out blocks by
+    /// size class, each class carving its own chunks, and threads cache
+    /// blocks they freed: up to about a chunk per class in use plus the
+    /// caches can be free yet unusable for another class. That slack does
+    /// not grow with the pool; in a small pool it is most of the margin.
+    pub fn write_limit(&self, pct: u8) -> Option<u64> {
+        let cap = self.capacity?;
+        let by_pct = cap / 100 * pct.min(100) as u64;
+        Some(by_pct.min(cap.saturating_sub(32 * self.chunk)))
+    }
+
+    /// `used` as a share of `capacity` (0 without one).
+    pub fn fraction(&self) -> f64 {
+        match self.capacity {
+            Some(c) if c > 0 => self.used as f64 / c as f64,
+            _ => 0.0,
+        }
+    }
 }
 
 fn open_pool(path: &Path, size: u64) -> Result<Pool> {
@@ -94,7 +139,10 @@ impl Replica {
                     d,
                 )))
             }
-            StoreKind::Wal => Ok(Replica::Wal(WalStore::open(&cfg.path)?)),
+            StoreKind::Wal => Ok(Replica::Wal(WalStore::open_with(
+                &cfg.path,
+                cfg.wal_segment_bytes,
+            )?)),
         }
     }
 
@@ -149,6 +197,34 @@ impl Replica {
                     keys: w.keys,
                 }
             }
+        }
+    }
+
+    /// How much room the store occupies (and has).
+    pub fn space(&self) -> Space {
+        match self {
+            Replica::List(s) => s.space(),
+            Replica::BTree(s) => s.space(),
+            Replica::Wal(s) => {
+                let b = s.disk_bytes();
+                Space {
+                    used: b,
+                    live: b,
+                    capacity: None,
+                    unclaimed: 0,
+                    chunk: 0,
+                }
+            }
+        }
+    }
+
+    /// Space is short (or no longer): PM stores reclaim dead space more
+    /// eagerly while it is (nothing for wal).
+    pub fn set_space_pressure(&self, on: bool) {
+        match self {
+            Replica::List(s) => s.set_space_pressure(on),
+            Replica::BTree(s) => s.set_space_pressure(on),
+            Replica::Wal(_) => {}
         }
     }
 

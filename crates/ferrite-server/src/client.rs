@@ -88,7 +88,10 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream) {
                     if args.is_empty() {
                         continue;
                     }
-                    let reply = commands::dispatch(&node, &mut conn, args).await;
+                    let reply = {
+                        let _inflight = node.begin_request();
+                        commands::dispatch(&node, &mut conn, args).await
+                    };
                     reply.encode(conn.proto, &mut out);
                     if conn.quit {
                         let _ = sock.write_all(&out).await;
@@ -121,6 +124,8 @@ async fn serve(node: Arc<Node>, mut sock: TcpStream) {
             buf.reserve(16 * 1024);
         }
         tokio::select! {
+            // A shutdown first: no new requests once it began.
+            biased;
             _ = stop.changed() => return,
             r = sock.read_buf(&mut buf) => match r {
                 Ok(0) | Err(_) => return,

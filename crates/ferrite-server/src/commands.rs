@@ -1,6 +1,7 @@
 //! The commands: `GET`, `SET [NX|XX|IFEQ v]`, `DEL`, `EXISTS`, `DBSIZE`,
 //! `PING`, `ECHO`, `INFO`, `HELLO`, `SELECT 0`, `QUIT`, `READONLY` /
-//! `READWRITE` (local, possibly stale reads), and the `CONFIG GET`,
+//! `READWRITE` (local, possibly stale reads), `CLUSTER ADDNODE` /
+//! `CLUSTER REMOVENODE` (membership changes), and the `CONFIG GET`,
 //! `COMMAND` and `CLIENT` replies that `redis-cli`, `redis-benchmark` and
 //! client libraries ask for when they connect.
 
@@ -160,8 +161,9 @@ pub async fn dispatch(node: &Node, conn: &mut Conn, args: Vec<Vec<u8>>) -> R {
         b"CONFIG" if n >= 2 => config(node, &args),
         b"COMMAND" => command(&args),
         b"CLIENT" if n >= 2 => client(conn, &args),
+        b"CLUSTER" if n >= 2 => cluster(node, &args).await,
         b"ECHO" | b"GET" | b"SET" | b"DEL" | b"EXISTS" | b"DBSIZE" | b"SELECT" | b"CONFIG"
-        | b"CLIENT" => wrong_args(&args[0]),
+        | b"CLIENT" | b"CLUSTER" => wrong_args(&args[0]),
         _ => {
             let rest: Vec<String> = args[1..]
                 .iter()
@@ -330,7 +332,7 @@ fn config(node: &Node, args: &[Vec<u8>]) -> R {
 fn command(args: &[Vec<u8>]) -> R {
     match args.get(1).map(|a| upper(a)).as_deref() {
         None => R::Array(vec![]),
-        Some(b"COUNT") => R::Int(20),
+        Some(b"COUNT") => R::Int(21),
         Some(b"DOCS") => R::Map(vec![]),
         Some(b"INFO") => R::Array(args[2..].iter().map(|_| R::Null).collect()),
         Some(b"LIST") => R::Array(
@@ -352,12 +354,78 @@ fn command(args: &[Vec<u8>]) -> R {
                 "auth",
                 "readonly",
                 "readwrite",
+                "cluster",
             ]
             .iter()
             .map(R::bulk)
             .collect(),
         ),
         _ => R::err("ERR unknown COMMAND subcommand"),
+    }
+}
+
+/// `CLUSTER ADDNODE id host:port [LEARNER]` and `CLUSTER REMOVENODE id`:
+/// membership changes through openraft (on the leader, wherever the client
+/// sent them). `host:port` is the new replica's `--peer-listen` address as
+/// the others reach it; the new replica runs `ferrite serve --join`.
+async fn cluster(node: &Node, args: &[Vec<u8>]) -> R {
+    let id_of = |a: &[u8]| -> Result<u64, R> {
+        std::str::from_utf8(a)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .filter(|&i| i > 0)
+            .ok_or_else(|| R::err("ERR the replica id must be a positive integer"))
+    };
+    let op = match upper(&args[1]).as_slice() {
+        b"ADDNODE" if (4..=5).contains(&args.len()) => {
+            let id = match id_of(&args[2]) {
+                Ok(i) => i,
+                Err(e) => return e,
+            };
+            let addr = String::from_utf8_lossy(&args[3]).into_owned();
+            if addr
+                .rsplit_once(':')
+                .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+            {
+                return R::err(format!(
+                    "ERR {addr:?} is not host:port (the new replica's --peer-listen address)"
+                ));
+            }
+            let learner = match args.get(4).map(|a| upper(a)) {
+                None => false,
+                Some(a) if a == b"LEARNER" => true,
+                Some(_) => return R::err("ERR syntax error: CLUSTER ADDNODE id host:port [LEARNER]"),
+            };
+            ClientOp::AddNode {
+                id,
+                addr,
+                learner,
+                catch_up_ms: node.cfg.catch_up_timeout.as_millis() as u64,
+            }
+        }
+        b"REMOVENODE" if args.len() == 3 => match id_of(&args[2]) {
+            Ok(id) => ClientOp::RemoveNode { id },
+            Err(e) => return e,
+        },
+        b"ADDNODE" | b"REMOVENODE" => {
+            return R::err(
+                "ERR wrong number of arguments: CLUSTER ADDNODE id host:port [LEARNER] | CLUSTER REMOVENODE id",
+            )
+        }
+        _ => {
+            return R::err(
+                "ERR unknown CLUSTER subcommand: Ferrite takes CLUSTER ADDNODE id host:port [LEARNER] and CLUSTER REMOVENODE id",
+            )
+        }
+    };
+    tracing::warn!("replica {}: membership change requested: {op:?}", node.id);
+    match node.exec(op).await {
+        Ok(ClientReply::Done(what)) => {
+            tracing::warn!("replica {}: {what}", node.id);
+            R::Simple(format!("OK {what}"))
+        }
+        Ok(_) => R::err("ERR unexpected reply from the leader"),
+        Err(e) => R::Error(e),
     }
 }
 
@@ -384,12 +452,143 @@ fn opt(l: Option<ferrite_raft::types::LogId>) -> String {
     l.map_or("-".into(), |l| l.index.to_string())
 }
 
+fn host_port(addr: &str) -> (String, String) {
+    match addr.rsplit_once(':') {
+        Some((h, p)) => (h.trim_matches(['[', ']']).to_string(), p.to_string()),
+        None => (addr.to_string(), String::new()),
+    }
+}
+
+/// `INFO replication`: Redis's fields where they mean the same (`role`,
+/// `connected_slaves`, `slaveN:…`, `master_*`), with Raft's view of each
+/// replica. On the leader, one `slaveN` line per other member: its id, the
+/// address it is replicated to (its `--peer-listen`), `state` (online when
+/// the last call to it succeeded within the election timeout), `offset` (the
+/// last log index it is known to hold), `lag` (entries behind the leader's
+/// log), `member` (voter or learner) and `last_ack_ms`. On a follower: the
+/// leader it follows, whether it heard from it within the election timeout,
+/// and how far its own log and state machine are.
+fn replication(
+    node: &Node,
+    m: &openraft::RaftMetrics<u64, openraft::BasicNode>,
+) -> Vec<(String, String)> {
+    let (role, _) = role(node);
+    let membership = m.membership_config.membership();
+    let voters: Vec<u64> = membership.voter_ids().collect();
+    let is_voter = |id: u64| voters.contains(&id);
+    let member = |id: u64| if is_voter(id) { "voter" } else { "learner" };
+    let last = m.last_log_index.unwrap_or(0);
+    let within = node.cfg.raft.election_max;
+    let mut out = vec![
+        ("role".to_string(), role.to_string()),
+        ("raft_member".into(), member(node.id).into()),
+    ];
+    if let Some(repl) = &m.replication {
+        let mut lines = Vec::new();
+        let mut online = 0;
+        for (id, _) in membership.nodes() {
+            if *id == node.id {
+                continue;
+            }
+            let addr = node.peer_addr_of(*id).unwrap_or_default();
+            let contact = node.pool.contact(&addr);
+            let up = contact.reachable(within);
+            online += up as usize;
+            let matched = repl.get(id).cloned().flatten().map(|l| l.index);
+            let (ip, port) = host_port(&addr);
+            lines.push(format!(
+                "id={id},ip={ip},port={port},state={},offset={},lag={},member={},last_ack_ms={}",
+                if up { "online" } else { "offline" },
+                matched.map_or("-1".into(), |i| i.to_string()),
+                matched.map_or(last.to_string(), |i| last.saturating_sub(i).to_string()),
+                member(*id),
+                contact
+                    .last_ok
+                    .map_or("-1".into(), |t| t.elapsed().as_millis().to_string()),
+            ));
+        }
+        out.push(("connected_slaves".into(), online.to_string()));
+        for (i, l) in lines.into_iter().enumerate() {
+            out.push((format!("slave{i}"), l));
+        }
+        out.push(("master_repl_offset".into(), last.to_string()));
+    } else {
+        let leader = m.current_leader.filter(|&l| l != node.id);
+        let addr = leader
+            .and_then(|l| node.peer_addr_of(l))
+            .unwrap_or_default();
+        let (host, port) = host_port(&addr);
+        let heard = *node.last_leader_contact.lock().unwrap();
+        let up = leader.is_some() && heard.is_some_and(|t| t.elapsed() <= within);
+        out.extend([
+            (
+                "master_id".to_string(),
+                leader.map_or("-".into(), |l| l.to_string()),
+            ),
+            ("master_host".into(), host),
+            ("master_port".into(), port),
+            (
+                "master_link_status".into(),
+                if up { "up" } else { "down" }.into(),
+            ),
+            (
+                "master_last_io_seconds_ago".into(),
+                heard.map_or("-1".into(), |t| t.elapsed().as_secs().to_string()),
+            ),
+            (
+                "slave_repl_offset".into(),
+                m.last_applied.map_or(0, |l| l.index).to_string(),
+            ),
+            ("slave_read_repl_offset".into(), last.to_string()),
+            ("connected_slaves".into(), "0".into()),
+        ]);
+    }
+    out
+}
+
+/// `INFO store`: the store, and (PM stores) how full its pool is.
+fn store_section(node: &Node, st: &ferrite_raft::ReplicaStatus) -> Vec<(String, String)> {
+    let sp = node.replica.space();
+    let mut out = vec![
+        ("store".to_string(), node.replica.kind().name().to_string()),
+        ("durability".into(), node.replica.durability()),
+        (
+            "store_path".into(),
+            node.cfg.store.path.display().to_string(),
+        ),
+        ("keys".into(), st.keys.to_string()),
+        ("store_used_bytes".into(), sp.used.to_string()),
+        ("store_live_bytes".into(), sp.live.to_string()),
+    ];
+    if let (Some(cap), Some(limit)) = (sp.capacity, sp.write_limit(node.cfg.max_pool_use)) {
+        out.extend([
+            ("pool_capacity_bytes".to_string(), cap.to_string()),
+            (
+                "pool_used_pct".into(),
+                format!("{:.1}", 100.0 * sp.fraction()),
+            ),
+            ("pool_write_limit_bytes".into(), limit.to_string()),
+            (
+                "pool_full".into(),
+                // Less than 1 % of the pool left below the write limit.
+                if sp.used + cap / 100 > limit {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+            ),
+        ]);
+    }
+    out
+}
+
 /// The `INFO` text: Redis's sections that clients look at, plus `raft` and
 /// `store`.
 pub fn info(node: &Node, section: Option<String>) -> String {
     let m = node.raft.metrics().borrow().clone();
     let st = node.replica.status();
-    let (role, state) = role(node);
+    let (_, state) = role(node);
     let members: Vec<String> = m
         .membership_config
         .membership()
@@ -419,11 +618,18 @@ pub fn info(node: &Node, section: Option<String>) -> String {
                     .to_string(),
             )],
         ),
-        ("replication", vec![("role".into(), role.into())]),
+        ("replication", replication(node, &m)),
         (
             "raft",
             vec![
                 ("raft_node_id".into(), node.id.to_string()),
+                (
+                    "raft_running".into(),
+                    match &m.running_state {
+                        Ok(()) => "ok".to_string(),
+                        Err(e) => format!("stopped: {e}").replace(['\r', '\n'], " "),
+                    },
+                ),
                 ("raft_state".into(), format!("{state:?}")),
                 (
                     "raft_leader_id".into(),
@@ -448,18 +654,7 @@ pub fn info(node: &Node, section: Option<String>) -> String {
                 ),
             ],
         ),
-        (
-            "store",
-            vec![
-                ("store".into(), node.replica.kind().name().into()),
-                ("durability".into(), node.replica.durability()),
-                (
-                    "store_path".into(),
-                    node.cfg.store.path.display().to_string(),
-                ),
-                ("keys".into(), st.keys.to_string()),
-            ],
-        ),
+        ("store", store_section(node, &st)),
         (
             "keyspace",
             vec![(

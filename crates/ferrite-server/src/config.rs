@@ -78,6 +78,24 @@ pub struct ServerConfig {
     /// machine, without the read-index round through the leader — stale
     /// reads, which the fault harness's linearizability check must catch.
     pub tripwire_stale_reads: bool,
+    /// Tripwire (tests only): the leader acknowledges an unconditional `SET`
+    /// as soon as it has handed it to its own log, before a majority holds
+    /// it (before commit) — acknowledged writes a leader change can lose,
+    /// which the fault harness's checks must catch.
+    pub tripwire_early_ack: bool,
+    /// This replica joins a running cluster (which adds it with `CLUSTER
+    /// ADDNODE`): it never initialises a cluster of its own.
+    pub join: bool,
+    /// How much of a PM pool the store may fill with data (percent): above
+    /// it, writes that add data are refused with `-OOM` (`DEL` still runs);
+    /// the rest is room for replicas whose clean-up lags, for `DEL`s and
+    /// for the clean-up itself.
+    pub max_pool_use: u8,
+    /// How long `CLUSTER ADDNODE` waits for the new replica to catch up
+    /// before it would make it a voter.
+    pub catch_up_timeout: Duration,
+    /// How long a graceful shutdown waits for requests in flight.
+    pub drain_timeout: Duration,
 }
 
 impl ServerConfig {
@@ -98,6 +116,11 @@ impl ServerConfig {
             requirepass: None,
             cluster_secret: Vec::new(),
             tripwire_stale_reads: false,
+            tripwire_early_ack: false,
+            join: false,
+            max_pool_use: 90,
+            catch_up_timeout: Duration::from_secs(300),
+            drain_timeout: Duration::from_secs(10),
         }
     }
 

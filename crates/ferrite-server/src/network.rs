@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ferrite_raft::types::{SnapshotMeta, Vote};
 use ferrite_raft::TypeConfig;
@@ -47,9 +47,30 @@ pub enum CallError {
     Protocol(String),
 }
 
+/// The outcome of the latest calls to one peer address.
+#[derive(Debug, Clone, Default)]
+pub struct Contact {
+    /// When a call last got its reply.
+    pub last_ok: Option<Instant>,
+    /// When a call last failed, and why.
+    pub last_error: Option<(Instant, String)>,
+}
+
+impl Contact {
+    /// Whether the last call succeeded and is at most `within` old.
+    pub fn reachable(&self, within: Duration) -> bool {
+        match (&self.last_ok, &self.last_error) {
+            (Some(ok), Some((err, _))) if err > ok => false,
+            (Some(ok), _) => ok.elapsed() <= within,
+            _ => false,
+        }
+    }
+}
+
 /// Idle connections to peers, by address.
 pub struct PeerPool {
     idle: Mutex<HashMap<String, Vec<TcpStream>>>,
+    contacts: Mutex<HashMap<String, Contact>>,
     max_frame: usize,
     /// This replica's id and the cluster secret, for the handshake.
     id: u64,
@@ -66,6 +87,7 @@ impl PeerPool {
     pub fn new(max_frame: usize, id: u64, secret: Vec<u8>) -> PeerPool {
         PeerPool {
             idle: Mutex::new(HashMap::new()),
+            contacts: Mutex::new(HashMap::new()),
             max_frame,
             id,
             secret,
@@ -78,8 +100,19 @@ impl PeerPool {
 
     /// An idle connection to `addr`, or a new one.
     pub async fn connect(&self, addr: &str) -> Result<TcpStream, CallError> {
-        if let Some(c) = self.idle.lock().unwrap().get_mut(addr).and_then(Vec::pop) {
-            return Ok(c);
+        loop {
+            let Some(c) = self.idle.lock().unwrap().get_mut(addr).and_then(Vec::pop) else {
+                break;
+            };
+            // The peer may have closed it while it sat idle (it stopped or
+            // restarted): then it is dropped before anything is sent on it,
+            // so a request never goes out on a connection that cannot be
+            // answered (whose outcome would be unknown).
+            let mut probe = [0u8; 1];
+            match c.try_read(&mut probe) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(c),
+                _ => continue,
+            }
         }
         let unreachable = |source| CallError::Unreachable {
             addr: addr.to_string(),
@@ -117,8 +150,38 @@ impl PeerPool {
         }
     }
 
+    /// How the latest calls to `addr` went.
+    pub fn contact(&self, addr: &str) -> Contact {
+        self.contacts
+            .lock()
+            .unwrap()
+            .get(addr)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn note<T>(&self, addr: &str, r: &Result<T, CallError>) {
+        let mut c = self.contacts.lock().unwrap();
+        let e = c.entry(addr.to_string()).or_default();
+        match r {
+            Ok(_) => e.last_ok = Some(Instant::now()),
+            Err(err) => e.last_error = Some((Instant::now(), err.to_string())),
+        }
+    }
+
     /// One request, one reply, within `ttl`.
     pub async fn call(
+        &self,
+        addr: &str,
+        msg: &PeerMsg,
+        ttl: Duration,
+    ) -> Result<PeerMsg, CallError> {
+        let r = self.call_once(addr, msg, ttl).await;
+        self.note(addr, &r);
+        r
+    }
+
+    async fn call_once(
         &self,
         addr: &str,
         msg: &PeerMsg,
@@ -250,13 +313,13 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         _option: RPCOption,
     ) -> Result<SnapshotResponse<u64>, StreamingError<TypeConfig, Fatal<u64>>> {
         let net = |e: CallError| StreamingError::Network(NetworkError::new(&e));
-        let send = send_snapshot(
-            &self.pool,
-            &self.addr,
-            vote,
-            snapshot.meta,
-            snapshot.snapshot,
-        );
+        let pool = self.pool.clone();
+        let addr = self.addr.clone();
+        let send = async move {
+            let r = send_snapshot(&pool, &addr, vote, snapshot.meta, snapshot.snapshot).await;
+            pool.note(&addr, &r);
+            r
+        };
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
             r = send => match r {

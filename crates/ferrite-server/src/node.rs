@@ -10,17 +10,25 @@
 //! leader", or the leader could not be reached at all); when a forwarded
 //! write's answer is lost, the client gets an error saying the outcome is
 //! unknown.
+//!
+//! Membership changes (`CLUSTER ADDNODE` / `CLUSTER REMOVENODE`) are
+//! openraft's own: `add_learner`, then `change_membership` (joint consensus)
+//! once the learner has caught up. A PM store's space is watched: past half
+//! of the allowed share of the pool the replica compacts (snapshot and purge
+//! of its whole log, which also drops the superseded versions) and cleans up
+//! eagerly; past the allowed share, writes that add data are refused with
+//! `-OOM` while reads and `DEL` go on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ferrite_raft::{Replica, TypeConfig};
-use openraft::{BasicNode, Raft, SnapshotPolicy};
+use ferrite_raft::{Command, Cond, Replica, Reply, TypeConfig};
+use openraft::{BasicNode, ChangeMembers, Raft, ServerState, SnapshotPolicy};
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
 use crate::config::ServerConfig;
@@ -44,27 +52,144 @@ pub struct Node {
     pub clients: AtomicUsize,
     pub next_client: AtomicU64,
     pub shutdown: watch::Receiver<bool>,
+    /// Requests being executed (client commands and forwarded requests): a
+    /// graceful shutdown waits for them.
+    inflight: AtomicUsize,
+    drained: Notify,
+    /// When the last AppendEntries (a heartbeat or entries) arrived from a
+    /// leader.
+    pub last_leader_contact: Mutex<Option<Instant>>,
+}
+
+/// Counts a request in flight until dropped.
+pub struct InFlight<'a>(&'a Node);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
 }
 
 /// Why a request failed on the leader.
 enum Local {
     NotLeader,
     Failed(String),
+    /// Refused with a reply of its own kind (`OOM …`), sent as it is.
+    Refused(String),
 }
+
+/// Prefix of the refusal of a write that would fill the pool (Redis's reply
+/// when `maxmemory` is reached starts with it too).
+pub const OOM: &str = "OOM";
 
 impl Node {
     fn leader(&self) -> Option<u64> {
         self.raft.metrics().borrow().current_leader
     }
 
+    /// Marks a request in flight until the guard is dropped.
+    pub fn begin_request(&self) -> InFlight<'_> {
+        self.inflight.fetch_add(1, Ordering::AcqRel);
+        InFlight(self)
+    }
+
+    /// Requests in flight.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.load(Ordering::Acquire)
+    }
+
+    /// Waits until no request is in flight, or `deadline`; returns how many
+    /// still are.
+    async fn drain(&self, deadline: Instant) -> usize {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let n = self.in_flight();
+            if n == 0 {
+                return 0;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, notified).await.is_err() {
+                return self.in_flight();
+            }
+        }
+    }
+
+    /// Why a write would be refused for lack of room in the pool, if it
+    /// would: `SET`s while the store holds more than the allowed share of
+    /// the pool; `DEL`s (which free space once compacted) only past half of
+    /// the rest.
+    fn space_refusal(&self, cmd: &Command) -> Option<String> {
+        let sp = self.replica.space();
+        let cap = sp.capacity?;
+        let limit = sp.write_limit(self.cfg.max_pool_use)?;
+        let (need, allowed) = match cmd {
+            Command::Set { key, value, .. } => {
+                // The version and the log record that names it.
+                (2 * key.len() as u64 + value.len() as u64 + 96, limit)
+            }
+            Command::Del { keys } => (
+                keys.iter().map(|k| 2 * k.len() as u64 + 64).sum(),
+                limit + (cap - limit) / 2,
+            ),
+        };
+        (sp.used + need > allowed).then(|| {
+            format!(
+                "{OOM} command not allowed: the pool is full ({} of {cap} bytes used, writes stop at {limit} (--max-pool-use {}%, at most the pool less 32 chunks)); DEL frees space",
+                sp.used, self.cfg.max_pool_use
+            )
+        })
+    }
+
     /// Executes `op` here, as the leader.
     async fn exec_local(&self, op: &ClientOp) -> Result<ClientReply, Local> {
         match op {
-            ClientOp::Write(cmd) => match self.raft.client_write(cmd.clone()).await {
-                Ok(r) => Ok(ClientReply::Write(r.data)),
-                Err(e) if e.forward_to_leader::<BasicNode>().is_some() => Err(Local::NotLeader),
-                Err(e) => Err(Local::Failed(e.to_string())),
-            },
+            ClientOp::Write(cmd) => {
+                if let Some(why) = self.space_refusal(cmd) {
+                    if self.leader() != Some(self.id) {
+                        return Err(Local::NotLeader);
+                    }
+                    return Err(Local::Refused(why));
+                }
+                if self.cfg.tripwire_early_ack
+                    && matches!(
+                        cmd,
+                        Command::Set {
+                            cond: Cond::Always,
+                            ..
+                        }
+                    )
+                {
+                    // Broken on purpose (tests only): acknowledged as soon as
+                    // the leader has taken it into its own log, before a
+                    // majority holds it.
+                    if self.raft.metrics().borrow().state != ServerState::Leader {
+                        return Err(Local::NotLeader);
+                    }
+                    return match self.raft.client_write_ff(cmd.clone()).await {
+                        Ok(_) => Ok(ClientReply::Write(Reply::Set { applied: true })),
+                        Err(e) => Err(Local::Failed(e.to_string())),
+                    };
+                }
+                match self.raft.client_write(cmd.clone()).await {
+                    Ok(r) => Ok(ClientReply::Write(r.data)),
+                    Err(e) if e.forward_to_leader::<BasicNode>().is_some() => Err(Local::NotLeader),
+                    Err(e) => Err(Local::Failed(e.to_string())),
+                }
+            }
+            ClientOp::AddNode {
+                id,
+                addr,
+                learner,
+                catch_up_ms,
+            } => {
+                self.add_node(*id, addr, *learner, Duration::from_millis(*catch_up_ms))
+                    .await
+            }
+            ClientOp::RemoveNode { id } => self.remove_node(*id).await,
             ClientOp::Get(_) | ClientOp::DbSize => {
                 match self.raft.ensure_linearizable().await {
                     Ok(_) => {}
@@ -91,6 +216,145 @@ impl Node {
         }
     }
 
+    /// `CLUSTER ADDNODE`, on the leader: the replica joins as a learner,
+    /// catches up (from the log, or by snapshot when the log it needs is
+    /// purged), then becomes a voter by a joint-consensus change.
+    async fn add_node(
+        &self,
+        id: u64,
+        addr: &str,
+        learner: bool,
+        catch_up: Duration,
+    ) -> Result<ClientReply, Local> {
+        let failed = |what: &str, e: String| Local::Failed(format!("{what}: {e}"));
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader {
+            return Err(Local::NotLeader);
+        }
+        let membership = m.membership_config.membership().clone();
+        if let Some(n) = membership.get_node(&id) {
+            if n.addr != addr {
+                return Err(Local::Failed(format!(
+                    "replica {id} is already a member, at {}; remove it first to move it",
+                    n.addr
+                )));
+            }
+            if membership.voter_ids().any(|v| v == id) {
+                return Ok(ClientReply::Done(format!(
+                    "replica {id} is already a voter"
+                )));
+            }
+        }
+        let started = Instant::now();
+        match self
+            .raft
+            .add_learner(id, BasicNode::new(addr.to_string()), false)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if e.forward_to_leader::<BasicNode>().is_some() => return Err(Local::NotLeader),
+            Err(e) => return Err(failed("adding the learner", e.to_string())),
+        }
+        // Caught up: the learner holds the leader's log as it was when the
+        // learner was added (every entry up to then, its own addition too).
+        let target = self.raft.metrics().borrow().last_log_index.unwrap_or(0);
+        let mut rx = self.raft.metrics();
+        let deadline = started + catch_up;
+        loop {
+            let (matched, leading) = {
+                let m = rx.borrow_and_update();
+                let matched = m
+                    .replication
+                    .as_ref()
+                    .and_then(|r| r.get(&id).cloned().flatten())
+                    .map(|l| l.index);
+                (matched, m.state == ServerState::Leader)
+            };
+            if !leading {
+                return Err(Local::Failed(format!(
+                    "this replica stopped leading while replica {id} caught up; it is a learner now \
+                     (CLUSTER ADDNODE again to finish, or CLUSTER REMOVENODE {id})"
+                )));
+            }
+            if matched.is_some_and(|i| i >= target) {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
+                let c = self.pool.contact(addr);
+                return Err(Local::Failed(format!(
+                    "replica {id} at {addr} did not catch up within {} s (it holds up to entry {}, the log is at {target}{}); \
+                     it stays a learner: CLUSTER REMOVENODE {id} removes it",
+                    catch_up.as_secs(),
+                    matched.map_or("none".to_string(), |i| i.to_string()),
+                    c.last_error.map(|(_, e)| format!("; last error: {e}")).unwrap_or_default()
+                )));
+            }
+        }
+        let caught_up = started.elapsed();
+        tracing::info!(
+            "replica {}: replica {id} caught up to entry {target} in {:.3} s",
+            self.id,
+            caught_up.as_secs_f64()
+        );
+        if learner {
+            return Ok(ClientReply::Done(format!(
+                "replica {id} added as a learner, caught up to entry {target} in {:.3} s",
+                caught_up.as_secs_f64()
+            )));
+        }
+        match self
+            .raft
+            .change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
+            .await
+        {
+            Ok(r) => Ok(ClientReply::Done(format!(
+                "replica {id} added as a voter (caught up to entry {target} in {:.3} s; membership at entry {})",
+                caught_up.as_secs_f64(),
+                r.log_id.index
+            ))),
+            Err(e) if e.forward_to_leader::<BasicNode>().is_some() => Err(Local::NotLeader),
+            Err(e) => Err(failed("making it a voter", e.to_string())),
+        }
+    }
+
+    /// `CLUSTER REMOVENODE`, on the leader: a voter leaves by a
+    /// joint-consensus change (the leader itself too: it steps down once the
+    /// change commits, and the others elect a new leader); a learner is
+    /// dropped.
+    async fn remove_node(&self, id: u64) -> Result<ClientReply, Local> {
+        let m = self.raft.metrics().borrow().clone();
+        if m.state != ServerState::Leader {
+            return Err(Local::NotLeader);
+        }
+        let membership = m.membership_config.membership().clone();
+        let change = if membership.voter_ids().any(|v| v == id) {
+            if membership.voter_ids().count() == 1 {
+                return Err(Local::Failed(format!(
+                    "replica {id} is the only voter; a cluster cannot remove its last one"
+                )));
+            }
+            ChangeMembers::RemoveVoters(BTreeSet::from([id]))
+        } else if membership.learner_ids().any(|l| l == id) {
+            ChangeMembers::RemoveNodes(BTreeSet::from([id]))
+        } else {
+            return Err(Local::Failed(format!("replica {id} is not a member")));
+        };
+        match self.raft.change_membership(change, false).await {
+            Ok(r) => Ok(ClientReply::Done(format!(
+                "replica {id} removed (membership at entry {}){}",
+                r.log_id.index,
+                if id == self.id {
+                    "; it was the leader and steps down"
+                } else {
+                    ""
+                }
+            ))),
+            Err(e) if e.forward_to_leader::<BasicNode>().is_some() => Err(Local::NotLeader),
+            Err(e) => Err(Local::Failed(format!("removing replica {id}: {e}"))),
+        }
+    }
+
     /// Executes a request forwarded by a follower (never forwards again).
     pub async fn exec_forwarded(&self, op: ClientOp) -> Result<ClientReply, String> {
         match self.exec_local(&op).await {
@@ -100,10 +364,13 @@ impl Node {
                 self.id
             )),
             Err(Local::Failed(e)) => Err(e),
+            Err(Local::Refused(e)) => Err(e),
         }
     }
 
-    fn peer_addr_of(&self, id: u64) -> Option<String> {
+    /// The address this replica uses to reach replica `id` (its
+    /// `--peers` entry, else the one in the membership).
+    pub fn peer_addr_of(&self, id: u64) -> Option<String> {
         if let Some(a) = self.cfg.peers.get(&id) {
             return Some(a.clone());
         }
@@ -121,20 +388,26 @@ impl Node {
                     Ok(r) => return Ok(r),
                     Err(Local::NotLeader) => {}
                     Err(Local::Failed(e)) => return Err(format!("ERR {e}")),
+                    Err(Local::Refused(e)) => return Err(e),
                 },
                 Some(l) => {
                     let Some(addr) = self.peer_addr_of(l) else {
                         return Err(format!("ERR no address for leader {l}"));
                     };
-                    let ttl = self.cfg.raft.election_max * 4;
+                    let mut ttl = self.cfg.raft.election_max * 4;
+                    if let ClientOp::AddNode { catch_up_ms, .. } = &op {
+                        // The leader waits for the new replica to catch up.
+                        ttl += Duration::from_millis(*catch_up_ms);
+                    }
                     match self.pool.call(&addr, &PeerMsg::Forward(op.clone()), ttl).await {
                         Ok(PeerMsg::ForwardReply(Ok(r))) => return Ok(r),
                         Ok(PeerMsg::ForwardReply(Err(e))) if e.starts_with(NOT_LEADER) => {}
+                        Ok(PeerMsg::ForwardReply(Err(e))) if e.starts_with(OOM) => return Err(e),
                         Ok(PeerMsg::ForwardReply(Err(e))) => return Err(format!("ERR {e}")),
                         Ok(m) => return Err(format!("ERR leader {l} answered with a {}", m.name())),
                         // Never reached the leader: safe to retry.
                         Err(CallError::Unreachable { .. }) => {}
-                        Err(e) if matches!(op, ClientOp::Write(_)) => {
+                        Err(e) if op.is_mutation() => {
                             return Err(format!(
                                 "ERR the leader ({l}) did not answer ({e}); the write may or may not have been applied"
                             ))
@@ -257,15 +530,23 @@ impl Bound {
             clients: AtomicUsize::new(0),
             next_client: AtomicU64::new(1),
             shutdown: stop_rx,
+            inflight: AtomicUsize::new(0),
+            drained: Notify::new(),
+            last_leader_contact: Mutex::new(None),
         });
         let mut tasks = vec![
             tokio::spawn(crate::peer::accept(node.clone(), self.peer)),
             tokio::spawn(crate::client::accept(node.clone(), self.client)),
         ];
+        if node.replica.kind().is_pm() {
+            tasks.push(tokio::spawn(keep_space(node.clone())));
+        }
         // A new cluster: the replica with the smallest id proposes the
-        // membership once (replicas that already hold a log skip this).
+        // membership once (replicas that already hold a log skip this; a
+        // replica that joins a running cluster never does).
         let smallest = cfg.peers.keys().next().is_none_or(|&p| cfg.id < p);
         if smallest
+            && !cfg.join
             && !raft
                 .is_initialized()
                 .await
@@ -317,10 +598,22 @@ impl Server {
         self.node.peer_addr
     }
 
-    /// Stops serving, shuts Raft down and closes the store (its last group
-    /// commits).
-    pub async fn shutdown(self) {
+    /// Stops gracefully: stops accepting connections and requests (idle
+    /// connections close), lets the requests in flight finish and answers
+    /// them (up to the configured drain time, while Raft still runs), then
+    /// shuts Raft down and closes the store (its last group commits, its
+    /// pool is unmapped and unlocked). Returns whether the store closed.
+    pub async fn shutdown(self) -> bool {
         let _ = self.stop.send(true);
+        let deadline = Instant::now() + self.node.cfg.drain_timeout;
+        let left = self.node.drain(deadline).await;
+        if left > 0 {
+            tracing::warn!(
+                "replica {}: {left} requests still in flight after {:?}; stopping anyway",
+                self.node.id,
+                self.node.cfg.drain_timeout
+            );
+        }
         for t in &self.tasks {
             t.abort();
         }
@@ -336,9 +629,109 @@ impl Server {
         while !closed() {
             if Instant::now() >= deadline {
                 tracing::warn!("the store is still in use 10 s after shutdown");
-                return;
+                return false;
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        true
     }
+}
+
+/// Keeps a PM store's space bounded: every 50 ms, compares what the store
+/// occupies with the share of the pool writes may fill. Past half of that
+/// share, the store is under pressure: it cleans up eagerly, and the
+/// replica compacts — a snapshot (free for a PM store: the map is the
+/// snapshot) and a purge of the whole log up to it, which drops every
+/// superseded version and deleted key. (The usual snapshot policy, every
+/// `snapshot_every` entries with `keep_logs` kept, counts entries, not
+/// bytes: large values could fill a pool between two snapshots.)
+async fn keep_space(node: Arc<Node>) {
+    let mut stop = node.shutdown.clone();
+    let mut compacted_at: Option<u64> = None;
+    loop {
+        tokio::select! {
+            _ = stop.changed() => return,
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        let sp = node.replica.space();
+        let (Some(cap), Some(limit)) = (sp.capacity, sp.write_limit(node.cfg.max_pool_use)) else {
+            return;
+        };
+        // Under pressure when the structure holds more than half of what
+        // writes may fill, or when the heap has almost no unclaimed chunks
+        // left (a size class that runs out of blocks then has nowhere to
+        // grow: reclaiming dead blocks refills the classes).
+        let pressed = sp.used > limit / 2 || sp.unclaimed < cap / 10;
+        node.replica.set_space_pressure(pressed);
+        if !pressed {
+            continue;
+        }
+        let applied = node
+            .raft
+            .metrics()
+            .borrow()
+            .last_applied
+            .map_or(0, |l| l.index);
+        // Compact when at least a few entries were applied since the last
+        // time (each compaction writes a little metadata itself).
+        if compacted_at.is_some_and(|c| applied < c + 16) {
+            continue;
+        }
+        if node.raft.trigger().snapshot().await.is_err() {
+            return;
+        }
+        let mut rx = node.raft.metrics();
+        let built = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                let s = rx.borrow_and_update().snapshot.map(|l| l.index);
+                if s.is_some_and(|s| s >= applied) {
+                    return s;
+                }
+                if rx.changed().await.is_err() {
+                    return None;
+                }
+            }
+        })
+        .await;
+        if let Ok(Some(snap)) = built {
+            // A leader keeps the entries a reachable replica still lacks:
+            // purged, they could only reach it in a snapshot, which a
+            // replica short of space cannot stage. (An unreachable one gets
+            // a snapshot when it is back.)
+            let upto = purge_bound(&node, snap);
+            if node.raft.trigger().purge_log(upto).await.is_err() {
+                return;
+            }
+            tracing::debug!(
+                "replica {}: space pressure ({} of {cap} bytes): compacted up to {upto}",
+                node.id,
+                sp.used
+            );
+        }
+        compacted_at = Some(applied);
+    }
+}
+
+/// How far a replica under space pressure purges its log: up to its
+/// snapshot at `snapshot`, and, on a leader, not past the last entry any
+/// reachable member is known to hold.
+fn purge_bound(node: &Node, snapshot: u64) -> u64 {
+    let m = node.raft.metrics().borrow().clone();
+    let Some(repl) = &m.replication else {
+        return snapshot;
+    };
+    let within = node.cfg.raft.election_max;
+    let mut upto = snapshot;
+    for (id, matched) in repl {
+        if *id == node.id {
+            continue;
+        }
+        let reachable = node
+            .peer_addr_of(*id)
+            .is_some_and(|a| node.pool.contact(&a).reachable(within));
+        if reachable {
+            upto = upto.min(matched.map_or(0, |l| l.index));
+        }
+    }
+    upto
 }

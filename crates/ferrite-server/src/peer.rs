@@ -68,6 +68,7 @@ async fn serve(node: &Node, mut sock: TcpStream) -> Result<(), FrameError> {
         };
         let reply = match msg {
             PeerMsg::AppendEntries(req) => {
+                *node.last_leader_contact.lock().unwrap() = Some(std::time::Instant::now());
                 PeerMsg::AppendEntriesReply(node.raft.append_entries(req).await)
             }
             PeerMsg::Vote(req) => PeerMsg::VoteReply(node.raft.vote(req).await),
@@ -75,7 +76,10 @@ async fn serve(node: &Node, mut sock: TcpStream) -> Result<(), FrameError> {
                 let r = receive_snapshot(node, &mut sock, vote, meta).await?;
                 PeerMsg::SnapshotReply(r)
             }
-            PeerMsg::Forward(op) => PeerMsg::ForwardReply(node.exec_forwarded(op).await),
+            PeerMsg::Forward(op) => {
+                let _inflight = node.begin_request();
+                PeerMsg::ForwardReply(node.exec_forwarded(op).await)
+            }
             other => {
                 return Err(FrameError::Decode(format!(
                     "a {} is not a request",

@@ -86,6 +86,25 @@ pub enum ClientOp {
     Get(Vec<Vec<u8>>),
     /// The number of keys (linearizable).
     DbSize,
+    /// `CLUSTER ADDNODE`: add replica `id` (reached at `addr`, its
+    /// `--peer-listen` address) as a learner, wait until it has caught up
+    /// (at most `catch_up_ms`), then make it a voter unless `learner`.
+    AddNode {
+        id: u64,
+        addr: String,
+        learner: bool,
+        catch_up_ms: u64,
+    },
+    /// `CLUSTER REMOVENODE`: remove replica `id` (voter or learner).
+    RemoveNode { id: u64 },
+}
+
+impl ClientOp {
+    /// Whether the request changes anything (an unanswered one has an
+    /// unknown outcome).
+    pub fn is_mutation(&self) -> bool {
+        !matches!(self, ClientOp::Get(_) | ClientOp::DbSize)
+    }
 }
 
 /// The leader's answer to a [`ClientOp`].
@@ -94,6 +113,8 @@ pub enum ClientReply {
     Write(Reply),
     Values(Vec<Option<Vec<u8>>>),
     Count(u64),
+    /// An administrative request done: what was done.
+    Done(String),
 }
 
 /// Why a frame was refused.

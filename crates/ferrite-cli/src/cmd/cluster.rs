@@ -1,12 +1,15 @@
-//! `ferrite cluster up N` / `ferrite cluster down`: a cluster of `ferrite
+//! `ferrite cluster up N` / `down` / `add` / `remove`: a cluster of `ferrite
 //! serve` processes on this machine's loopback interface.
 //!
 //! `up` starts the replicas in the background (their own sessions, output in
 //! `<dir>/replica-<id>.log`), waits until they elect a leader, records them in
 //! `<dir>/cluster.json` and prints how to reach them. `down` stops them with
-//! SIGTERM (a replica commits and closes its store) and waits for them. The
-//! replicas authenticate each other with a random secret `up` writes to
-//! `<dir>/cluster.secret`.
+//! SIGTERM (a replica answers the requests in flight, commits and closes its
+//! store) and waits for them; the record stays (without `--purge`), so `up`
+//! restarts the same replicas. `add` starts one more replica (`serve
+//! --join`) and adds it with `CLUSTER ADDNODE`; `remove ID` removes one with
+//! `CLUSTER REMOVENODE` and stops it. The replicas authenticate each other
+//! with a random secret `up` writes to `<dir>/cluster.secret`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -26,8 +29,39 @@ use crate::util::parse_size;
 pub enum ClusterCommand {
     /// Start N replicas on this machine and wait for a leader
     Up(UpArgs),
-    /// Stop the replicas `cluster up` started
+    /// Stop the replicas `cluster up` started (SIGTERM: a graceful shutdown)
     Down(DownArgs),
+    /// Start one more replica and add it to the running cluster (it catches
+    /// up, then becomes a voter)
+    Add(AddArgs),
+    /// Remove a replica from the running cluster (the leader too) and stop it
+    Remove(RemoveArgs),
+}
+
+#[derive(Args)]
+pub struct AddArgs {
+    /// The directory given to `cluster up` (default: the list store's default
+    /// directory, then wal's)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Add it as a learner (it replicates but does not vote)
+    #[arg(long)]
+    pub learner: bool,
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct RemoveArgs {
+    /// The replica's id
+    pub id: u64,
+    /// The directory given to `cluster up`
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Also delete its pool and log
+    #[arg(long)]
+    pub purge: bool,
 }
 
 #[derive(Args)]
@@ -82,6 +116,15 @@ pub struct ClusterRecord {
     pub store: String,
     pub dir: PathBuf,
     pub replicas: Vec<ReplicaRecord>,
+    /// `--port` of `up` (replica i listens on PORT+i-1).
+    #[serde(default)]
+    pub base_port: Option<u16>,
+    /// `--pool-size` of `up`.
+    #[serde(default)]
+    pub pool_size: Option<u64>,
+    /// `--serve-args` of `up`.
+    #[serde(default)]
+    pub serve_args: Option<String>,
 }
 
 const RECORD: &str = "cluster.json";
@@ -98,8 +141,18 @@ fn default_dir(kind: StoreKind) -> PathBuf {
 
 /// Sends one command and reads one reply (simple, error, integer or bulk).
 pub fn resp_call(port: u16, args: &[&str], timeout: Duration) -> Result<String> {
+    resp_call_waiting(port, args, timeout, timeout)
+}
+
+/// [`resp_call`] that waits up to `wait` for the reply.
+fn resp_call_waiting(
+    port: u16,
+    args: &[&str],
+    timeout: Duration,
+    wait: Duration,
+) -> Result<String> {
     let mut s = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), timeout)?;
-    s.set_read_timeout(Some(timeout))?;
+    s.set_read_timeout(Some(wait))?;
     let mut req = format!("*{}\r\n", args.len());
     for a in args {
         req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
@@ -174,7 +227,329 @@ pub fn run(c: ClusterCommand) -> Result<i32> {
     match c {
         ClusterCommand::Up(a) => up(a),
         ClusterCommand::Down(a) => down(a),
+        ClusterCommand::Add(a) => add(a),
+        ClusterCommand::Remove(a) => remove(a),
     }
+}
+
+/// How to start one replica.
+struct Spawn<'a> {
+    exe: &'a Path,
+    dir: &'a Path,
+    kind: StoreKind,
+    id: u64,
+    port: u16,
+    peer_port: u16,
+    /// The others: (id, peer port).
+    peers: Vec<(u64, u16)>,
+    pool_size: u64,
+    extra: &'a [String],
+    join: bool,
+}
+
+/// Starts one replica in the background (its own session, output in its log).
+fn spawn_replica(sp: Spawn<'_>) -> Result<ReplicaRecord> {
+    let i = sp.id;
+    let pool = if sp.kind.is_pm() {
+        sp.dir.join(format!("replica-{i}.pool"))
+    } else {
+        sp.dir.join(format!("replica-{i}.wal"))
+    };
+    let log = sp.dir.join(format!("replica-{i}.log"));
+    let peers: Vec<String> = sp
+        .peers
+        .iter()
+        .map(|(j, p)| format!("{j}=127.0.0.1:{p}"))
+        .collect();
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("opening {}", log.display()))?;
+    let err = out.try_clone()?;
+    let mut cmd = Command::new(sp.exe);
+    cmd.arg("serve")
+        .args(["--id", &i.to_string()])
+        .arg("--pool")
+        .arg(&pool)
+        .args(["--store", sp.kind.name()])
+        .args(["--listen", &format!("127.0.0.1:{}", sp.port)])
+        .args(["--peer-listen", &format!("127.0.0.1:{}", sp.peer_port)])
+        .args(["--peers", &peers.join(",")])
+        .arg("--cluster-secret-file")
+        .arg(sp.dir.join(SECRET))
+        .args(["--pool-size", &sp.pool_size.to_string()])
+        .args(sp.extra)
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    if sp.join {
+        cmd.arg("--join");
+    }
+    // SAFETY: setsid in the child before exec only detaches it from our
+    // session (so the replicas outlive this command and its terminal).
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting replica {i}"))?;
+    Ok(ReplicaRecord {
+        id: i,
+        pid: child.id(),
+        port: sp.port,
+        peer_port: sp.peer_port,
+        pool,
+        log,
+    })
+}
+
+/// The cluster recorded in `dir` (or in the default directories).
+fn find_record(dir: &Option<PathBuf>) -> Result<ClusterRecord> {
+    let dirs: Vec<PathBuf> = match dir {
+        Some(d) => vec![d.clone()],
+        None => vec![default_dir(StoreKind::List), default_dir(StoreKind::Wal)],
+    };
+    for d in &dirs {
+        if let Some(r) = read_record(d)? {
+            if r.replicas.iter().any(|x| alive(x.pid) && is_replica(x.pid)) {
+                return Ok(r);
+            }
+        }
+    }
+    bail!(
+        "no running cluster in {} (start one with `ferrite cluster up 3`)",
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(" or ")
+    )
+}
+
+fn write_record(rec: &ClusterRecord) -> Result<()> {
+    let p = rec.dir.join(RECORD);
+    let tmp = rec.dir.join(format!("{RECORD}.tmp"));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(rec)?)
+        .with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))
+}
+
+/// Sends `args` to the running replicas in turn (those in `prefer` first)
+/// until one answers; returns its reply (an error reply is an error).
+fn admin_call(
+    rec: &ClusterRecord,
+    prefer: &[u64],
+    args: &[&str],
+    wait: Duration,
+) -> Result<String> {
+    let mut order: Vec<&ReplicaRecord> = rec
+        .replicas
+        .iter()
+        .filter(|r| alive(r.pid) && is_replica(r.pid))
+        .collect();
+    order.sort_by_key(|r| !prefer.contains(&r.id));
+    let mut last = None;
+    for r in order {
+        match resp_call_waiting(r.port, args, Duration::from_secs(2), wait) {
+            Ok(s) => return Ok(s),
+            Err(e) => {
+                let connect = e
+                    .downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+                if !connect {
+                    // The replica answered (an error) or the reply never
+                    // came: the outcome is the answer.
+                    return Err(e);
+                }
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("no replica of the cluster is running")))
+}
+
+/// Sends SIGTERM and waits up to 15 s (then SIGKILL); returns whether it
+/// stopped on SIGTERM.
+fn stop_replica(r: &ReplicaRecord) -> bool {
+    if !(alive(r.pid) && is_replica(r.pid)) {
+        return true;
+    }
+    // SAFETY: signalling a process we checked is one of our replicas.
+    unsafe { libc::kill(r.pid as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while alive(r.pid) && is_replica(r.pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if alive(r.pid) && is_replica(r.pid) {
+        // SAFETY: as above; it did not stop on SIGTERM.
+        unsafe { libc::kill(r.pid as i32, libc::SIGKILL) };
+        return false;
+    }
+    true
+}
+
+fn add(a: AddArgs) -> Result<i32> {
+    let mut rec = find_record(&a.dir)?;
+    let kind = StoreKind::parse(&rec.store)
+        .with_context(|| format!("the cluster record names store {:?}", rec.store))?;
+    let id = rec.replicas.iter().map(|r| r.id).max().unwrap_or(0) + 1;
+    let first = rec
+        .replicas
+        .iter()
+        .min_by_key(|r| r.id)
+        .context("the cluster record lists no replica")?;
+    let base = rec
+        .base_port
+        .unwrap_or_else(|| (first.port as u64 + 1 - first.id) as u16);
+    let port = base as u64 + id - 1;
+    let peer_port = base as u64 + 10_000 + id - 1;
+    if peer_port > u16::MAX as u64 {
+        bail!("no port left for replica {id} above {base}");
+    }
+    for p in [port, peer_port] {
+        if !port_free(p as u16) {
+            bail!("port {p} on 127.0.0.1 (for replica {id}) is in use");
+        }
+    }
+    let exe = std::env::current_exe().context("locating the ferrite binary")?;
+    let extra: Vec<String> = rec
+        .serve_args
+        .as_deref()
+        .unwrap_or("")
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let pool_size = rec.pool_size.unwrap_or(1 << 30);
+    let new = spawn_replica(Spawn {
+        exe: &exe,
+        dir: &rec.dir,
+        kind,
+        id,
+        port: port as u16,
+        peer_port: peer_port as u16,
+        peers: rec.replicas.iter().map(|r| (r.id, r.peer_port)).collect(),
+        pool_size,
+        extra: &extra,
+        join: true,
+    })?;
+    // It answers once it has opened its store (it serves nothing yet but
+    // PING and INFO until it is added).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while resp_call(new.port, &["PING"], Duration::from_millis(500)).is_err() {
+        if !(alive(new.pid) && is_replica(new.pid)) || Instant::now() > deadline {
+            let log = std::fs::read_to_string(&new.log).unwrap_or_default();
+            stop_replica(&new);
+            bail!(
+                "replica {id} did not start; its log ({}):\n{}",
+                new.log.display(),
+                log.trim_end()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    rec.replicas.push(new.clone());
+    write_record(&rec)?;
+    let t = Instant::now();
+    let mut args = vec![
+        "CLUSTER".to_string(),
+        "ADDNODE".into(),
+        id.to_string(),
+        format!("127.0.0.1:{peer_port}"),
+    ];
+    if a.learner {
+        args.push("LEARNER".into());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // CLUSTER ADDNODE waits for the catch-up (`serve --catch-up-timeout-s`,
+    // 300 s by default).
+    let reply = admin_call(&rec, &[], &args, Duration::from_secs(3600));
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!(
+                "ferrite cluster: adding replica {id} failed: {e}\n  it is still running (redis-cli -p {port}); \
+                 if it stays a learner, `ferrite cluster remove {id}{}` removes and stops it",
+                a.dir.as_ref().map(|d| format!(" --dir {}", d.display())).unwrap_or_default()
+            );
+            return Ok(crate::util::EXIT_ERROR);
+        }
+    };
+    let secs = t.elapsed().as_secs_f64();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "id": id,
+                "port": port,
+                "peer_port": peer_port,
+                "pid": new.pid,
+                "seconds": secs,
+                "reply": reply,
+            }))?
+        );
+    } else {
+        println!(
+            "ferrite cluster: replica {id} added in {secs:.2} s ({reply}): redis-cli -p {port}"
+        );
+    }
+    Ok(0)
+}
+
+fn remove(a: RemoveArgs) -> Result<i32> {
+    let mut rec = find_record(&a.dir)?;
+    let Some(pos) = rec.replicas.iter().position(|r| r.id == a.id) else {
+        bail!(
+            "the cluster in {} has no replica {} (it has {})",
+            rec.dir.display(),
+            a.id,
+            rec.replicas
+                .iter()
+                .map(|r| r.id.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    // Ask another replica (the removed one may be the leader: it commits the
+    // change, then steps down).
+    let others: Vec<u64> = rec
+        .replicas
+        .iter()
+        .map(|r| r.id)
+        .filter(|&i| i != a.id)
+        .collect();
+    let reply = admin_call(
+        &rec,
+        &others,
+        &["CLUSTER", "REMOVENODE", &a.id.to_string()],
+        Duration::from_secs(60),
+    )
+    .with_context(|| format!("removing replica {}", a.id))?;
+    let r = rec.replicas.remove(pos);
+    let graceful = stop_replica(&r);
+    if a.purge {
+        let _ = std::fs::remove_file(&r.pool);
+        let _ = std::fs::remove_dir_all(&r.pool);
+        let _ = std::fs::remove_file(&r.log);
+    }
+    write_record(&rec)?;
+    println!(
+        "ferrite cluster: replica {} removed ({reply}) and stopped{}{}",
+        a.id,
+        if graceful {
+            ""
+        } else {
+            " (killed: it did not stop on SIGTERM)"
+        },
+        if a.purge {
+            "; its pool and log deleted"
+        } else {
+            ""
+        }
+    );
+    Ok(0)
 }
 
 fn up(a: UpArgs) -> Result<i32> {
@@ -185,6 +560,16 @@ fn up(a: UpArgs) -> Result<i32> {
     }
     let dir = a.dir.clone().unwrap_or_else(|| default_dir(kind));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let port = |i: u64| a.port as u64 + i - 1;
+    let peer_port = |i: u64| a.port as u64 + 10_000 + i - 1;
+    if peer_port(a.n) > u16::MAX as u64 {
+        bail!("--port {} leaves no room for {} replicas", a.port, a.n);
+    }
+    // (id, client port, peer port) of each replica: 1..=N, or the replicas
+    // recorded by an earlier `up` (and `add` / `remove`) in this directory.
+    let mut plan: Vec<(u64, u16, u16)> = (1..=a.n)
+        .map(|i| (i, port(i) as u16, peer_port(i) as u16))
+        .collect();
     if let Some(old) = read_record(&dir)? {
         if old
             .replicas
@@ -198,15 +583,27 @@ fn up(a: UpArgs) -> Result<i32> {
                 dir.display()
             );
         }
+        let recorded: Vec<u64> = old.replicas.iter().map(|r| r.id).collect();
+        if recorded != (1..=a.n).collect::<Vec<_>>() && old.store == kind.name() {
+            if recorded.len() as u64 != a.n {
+                bail!(
+                    "the cluster stopped in {} has replicas {} (changed by `cluster add` / `remove`): \
+                     restart it with `ferrite cluster up {}`, or start afresh after `ferrite cluster down --purge`",
+                    dir.display(),
+                    recorded.iter().map(u64::to_string).collect::<Vec<_>>().join(", "),
+                    recorded.len()
+                );
+            }
+            plan = old
+                .replicas
+                .iter()
+                .map(|r| (r.id, r.port, r.peer_port))
+                .collect();
+        }
     }
-    let port = |i: u64| a.port as u64 + i - 1;
-    let peer_port = |i: u64| a.port as u64 + 10_000 + i - 1;
-    if peer_port(a.n) > u16::MAX as u64 {
-        bail!("--port {} leaves no room for {} replicas", a.port, a.n);
-    }
-    for i in 1..=a.n {
-        for p in [port(i), peer_port(i)] {
-            if !port_free(p as u16) {
+    for &(_, p, q) in &plan {
+        for p in [p, q] {
+            if !port_free(p) {
                 bail!("port {p} on 127.0.0.1 is in use (pick another with --port)");
             }
         }
@@ -237,62 +634,33 @@ fn up(a: UpArgs) -> Result<i32> {
             .with_context(|| format!("writing {}", secret.display()))?;
     }
     let mut replicas = Vec::new();
-    for i in 1..=a.n {
-        let pool = if kind.is_pm() {
-            dir.join(format!("replica-{i}.pool"))
-        } else {
-            dir.join(format!("replica-{i}.wal"))
-        };
-        let log = dir.join(format!("replica-{i}.log"));
-        let peers: Vec<String> = (1..=a.n)
-            .filter(|&j| j != i)
-            .map(|j| format!("{j}=127.0.0.1:{}", peer_port(j)))
-            .collect();
-        let out =
-            std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        let err = out.try_clone()?;
-        let mut cmd = Command::new(&exe);
-        cmd.arg("serve")
-            .args(["--id", &i.to_string()])
-            .arg("--pool")
-            .arg(&pool)
-            .args(["--store", kind.name()])
-            .args(["--listen", &format!("127.0.0.1:{}", port(i))])
-            .args(["--peer-listen", &format!("127.0.0.1:{}", peer_port(i))])
-            .args(["--peers", &peers.join(",")])
-            .arg("--cluster-secret-file")
-            .arg(&secret)
-            .args(["--pool-size", &a.pool_size.to_string()])
-            .args(&extra)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err);
-        // SAFETY: setsid in the child before exec only detaches it from our
-        // session (so the replicas outlive this command and its terminal).
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting replica {i}"))?;
-        replicas.push(ReplicaRecord {
+    for &(i, port, peer_port) in &plan {
+        replicas.push(spawn_replica(Spawn {
+            exe: &exe,
+            dir: &dir,
+            kind,
             id: i,
-            pid: child.id(),
-            port: port(i) as u16,
-            peer_port: peer_port(i) as u16,
-            pool,
-            log,
-        });
+            port,
+            peer_port,
+            peers: plan
+                .iter()
+                .filter(|p| p.0 != i)
+                .map(|p| (p.0, p.2))
+                .collect(),
+            pool_size: a.pool_size,
+            extra: &extra,
+            join: false,
+        })?);
     }
     let rec = ClusterRecord {
         store: kind.name().into(),
         dir: dir.clone(),
         replicas: replicas.clone(),
+        base_port: Some(a.port),
+        pool_size: Some(a.pool_size),
+        serve_args: Some(a.serve_args.clone()),
     };
-    std::fs::write(dir.join(RECORD), serde_json::to_vec_pretty(&rec)?)?;
+    write_record(&rec)?;
     // Wait until every replica answers and they agree on a leader.
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut leader = None;
@@ -444,12 +812,22 @@ fn down(a: DownArgs) -> Result<i32> {
                 killed.push(r.id);
             }
         }
-        let _ = std::fs::remove_file(dir.join(RECORD));
         if a.purge {
+            let _ = std::fs::remove_file(dir.join(RECORD));
             for r in &rec.replicas {
                 let _ = std::fs::remove_file(&r.pool);
                 let _ = std::fs::remove_dir_all(&r.pool);
                 let _ = std::fs::remove_file(&r.log);
+            }
+            // Also the pools and logs of replicas `cluster remove` stopped
+            // without --purge.
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                for e in entries.flatten() {
+                    if e.file_name().to_string_lossy().starts_with("replica-") {
+                        let _ = std::fs::remove_file(e.path());
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
             }
             let _ = std::fs::remove_file(dir.join(SECRET));
             let _ = std::fs::remove_dir(&dir);

@@ -73,10 +73,26 @@ pub struct ServeArgs {
     /// Largest client request (bytes)
     #[arg(long, default_value = "16M", value_parser = parse_size)]
     pub max_request: u64,
+    /// Join a running cluster instead of starting one: the replica waits to
+    /// be added (CLUSTER ADDNODE on any member, or `ferrite cluster add`)
+    #[arg(long)]
+    pub join: bool,
+    /// Share of the pool (percent) data may fill, and never its last 32
+    /// chunks: beyond it writes are refused with -OOM while reads and DEL go
+    /// on (PM stores)
+    #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(10..=99))]
+    pub max_pool_use: u8,
+    /// How long CLUSTER ADDNODE waits for a new replica to catch up (s)
+    #[arg(long, default_value_t = 300)]
+    pub catch_up_timeout_s: u64,
     /// Tripwire for the fault tests: GET reads this replica's own state
     /// without the read-index round (stale reads the checker must catch)
     #[arg(long, hide = true)]
     pub tripwire_stale_reads: bool,
+    /// Tripwire for the fault tests: the leader acknowledges a SET before a
+    /// majority holds it (lost writes the checker must catch)
+    #[arg(long, hide = true)]
+    pub tripwire_early_ack: bool,
     /// Log level: error, warn, info, debug
     #[arg(long, default_value = "warn")]
     pub log: String,
@@ -150,6 +166,10 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.limits.max_clients = a.max_clients;
     cfg.limits.max_request = a.max_request as usize;
     cfg.tripwire_stale_reads = a.tripwire_stale_reads;
+    cfg.tripwire_early_ack = a.tripwire_early_ack;
+    cfg.join = a.join;
+    cfg.max_pool_use = a.max_pool_use;
+    cfg.catch_up_timeout = Duration::from_secs(a.catch_up_timeout_s.max(1));
     cfg.requirepass = secret(&a.requirepass, &a.requirepass_file, "client password")?;
     cfg.cluster_secret = secret(&a.cluster_secret, &a.cluster_secret_file, "cluster secret")?
         .map(String::into_bytes)
@@ -223,14 +243,37 @@ pub fn run(a: ServeArgs) -> Result<i32> {
                 cfg.peers.iter().map(|(i, a)| format!("{i}={a}")).collect::<Vec<_>>().join(",")
             }
         );
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("installing the SIGTERM handler")?;
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        println!(
+            "ferrite serve: replica {} got {name}: shutting down (no new requests; those in flight are answered; \
+             the store commits and closes); a second signal stops at once",
+            cfg.id
+        );
+        // A second signal: stop now (the store recovers its last commit at
+        // the next start, as after a crash).
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            eprintln!("ferrite serve: second signal: exiting without a clean close");
+            std::process::exit(crate::util::EXIT_ERROR);
+        });
+        if server.shutdown().await {
+            println!("ferrite serve: replica {} stopped; its store closed cleanly", cfg.id);
+            Ok(0)
+        } else {
+            eprintln!(
+                "ferrite serve: replica {}: the store was still in use 10 s after the shutdown; exiting without closing it",
+                cfg.id
+            );
+            Ok(crate::util::EXIT_ERROR)
         }
-        println!("ferrite serve: replica {} shutting down", cfg.id);
-        server.shutdown().await;
-        Ok(0)
     })
 }

@@ -118,6 +118,11 @@ pub struct ListMap {
     commits: u64,
     cleaned_pages: u64,
     paused: u32,
+    /// Bytes of the pages (their capacities), kept as pages come and go.
+    page_bytes: u64,
+    /// Space is short: clean pages with less dead data (see
+    /// [`PmMap::set_space_pressure`]).
+    pressure: bool,
 }
 
 fn corrupt(name: &str, detail: String) -> PmError {
@@ -182,7 +187,10 @@ impl ListMap {
             commits: 0,
             cleaned_pages: 0,
             paused: 0,
+            page_bytes: 0,
+            pressure: false,
         };
+        map.page_bytes = map.pages.iter().map(|p| p.cap as u64).sum();
         map.replay()?;
         Ok(map)
     }
@@ -303,6 +311,7 @@ impl ListMap {
             cap,
             used: PAGE_HDR as u32,
         });
+        self.page_bytes += cap as u64;
         Ok(())
     }
 
@@ -399,12 +408,15 @@ impl ListMap {
     }
 
     /// Whether a clean-up step is worth running: more than half of the record
-    /// bytes are dead and the list has more than a few pages.
+    /// bytes are dead (under space pressure: more than a ninth) and the list
+    /// has more than a few pages.
     fn worth_cleaning(&self) -> bool {
-        self.published
-            && self.paused == 0
-            && self.pages.len() > 4
-            && self.record_bytes > 2 * self.live_bytes
+        let dead_enough = if self.pressure {
+            self.record_bytes > self.live_bytes + self.live_bytes / 8
+        } else {
+            self.record_bytes > 2 * self.live_bytes
+        };
+        self.published && self.paused == 0 && self.pages.len() > 4 && dead_enough
     }
 
     fn free_pages(&self, pages: impl IntoIterator<Item = Page>) -> Result<()> {
@@ -557,6 +569,8 @@ impl PmMap for ListMap {
             commits: 0,
             cleaned_pages: 0,
             paused: 0,
+            page_bytes: 0,
+            pressure: false,
         })
     }
 
@@ -583,6 +597,7 @@ impl PmMap for ListMap {
         staged.commits = self.commits + 1;
         staged.cleaned_pages = self.cleaned_pages;
         staged.paused = self.paused;
+        staged.pressure = self.pressure;
         *self = staged;
         Ok(())
     }
@@ -613,6 +628,7 @@ impl PmMap for ListMap {
             self.persist_root(R_HEAD[self.gen as usize], next)?;
             self.durable_head = next;
             self.pages.pop_front();
+            self.page_bytes -= head.cap as u64;
             self.commit()?;
         } else {
             // The copies (and whatever else is pending) durable first ...
@@ -623,6 +639,7 @@ impl PmMap for ListMap {
             self.persist_root(R_HEAD[self.gen as usize], next)?;
             self.durable_head = next;
             self.pages.pop_front();
+            self.page_bytes -= head.cap as u64;
         }
         // ... and the page is free (its unlinking store is durable).
         self.record_bytes -= (head.used as u64).saturating_sub(PAGE_HDR);
@@ -631,11 +648,19 @@ impl PmMap for ListMap {
         Ok(self.worth_cleaning())
     }
 
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn set_space_pressure(&mut self, on: bool) {
+        self.pressure = on;
+    }
+
     fn stats(&self) -> MapStats {
         MapStats {
             entries: self.index.len() as u64,
             commits: self.commits,
-            pm_bytes: self.pages.iter().map(|p| p.cap as u64).sum(),
+            pm_bytes: self.page_bytes,
             live_bytes: self.live_bytes,
             maintenance: self.cleaned_pages,
         }

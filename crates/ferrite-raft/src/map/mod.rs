@@ -78,6 +78,17 @@ pub trait PmMap: Send + Sync + Sized + 'static {
     }
     /// Counters.
     fn stats(&self) -> MapStats;
+    /// The pool the map lives in.
+    fn pool(&self) -> &ferrite_pm::Pool;
+    /// Bytes of the pool's heap the map holds (whole blocks, as allocated).
+    fn space_used(&self) -> u64 {
+        self.stats().pm_bytes
+    }
+    /// Space is short (`on`) or no longer: a map that cleans up in the
+    /// background reclaims dead space more eagerly while it is.
+    fn set_space_pressure(&mut self, on: bool) {
+        let _ = on;
+    }
     /// Checks the persistent structure (order, bounds, accounting) and
     /// returns the number of entries.
     fn check(&self) -> std::result::Result<u64, String>;

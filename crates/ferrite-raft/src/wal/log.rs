@@ -145,11 +145,18 @@ pub struct WalLog {
     cur_max: Option<u64>,
     sync: Arc<SyncShared>,
     pub mem: LogMem,
+    /// A segment grows to about this size before the next one starts.
+    segment_bytes: u64,
 }
 
 impl WalLog {
     /// Opens (or creates) the log in `dir`, replaying its segments.
     pub fn open(dir: &Path) -> Result<WalLog> {
+        WalLog::open_with(dir, SEGMENT_BYTES)
+    }
+
+    /// [`WalLog::open`] with segments of about `segment_bytes` (at least 4 KiB).
+    pub fn open_with(dir: &Path, segment_bytes: u64) -> Result<WalLog> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StoreError::io(format!("create {}", dir.display()), e))?;
         let mut segs: Vec<u64> = std::fs::read_dir(dir)
@@ -234,6 +241,7 @@ impl WalLog {
             cur_max,
             sync,
             mem,
+            segment_bytes: segment_bytes.max(4096),
         })
     }
 
@@ -258,7 +266,7 @@ impl WalLog {
 
     /// Appends entries; `callback` fires once they are on disk (fdatasync).
     pub fn append(&mut self, entries: Vec<Entry>, callback: LogFlushed<TypeConfig>) -> Result<()> {
-        if self.seg_bytes >= SEGMENT_BYTES {
+        if self.seg_bytes >= self.segment_bytes {
             self.rotate()?;
         }
         let mut buf = Vec::new();

@@ -86,7 +86,12 @@ impl WalStore {
     /// Opens (or creates) the store in `dir`: loads the snapshot and replays
     /// the log.
     pub fn open(dir: &Path) -> Result<WalStore> {
-        let log = WalLog::open(dir)?;
+        WalStore::open_with(dir, log::SEGMENT_BYTES)
+    }
+
+    /// [`WalStore::open`] with log segments of about `segment_bytes`.
+    pub fn open_with(dir: &Path, segment_bytes: u64) -> Result<WalStore> {
+        let log = WalLog::open_with(dir, segment_bytes)?;
         let snap = dir.join("snapshot");
         let _ = std::fs::remove_file(dir.join("snapshot.tmp"));
         let mut sm = SmState {
@@ -144,6 +149,34 @@ impl WalStore {
 
     pub fn dir(&self) -> &Path {
         &self.shared.dir
+    }
+
+    /// Bytes of the store's files (log segments and snapshots).
+    pub fn disk_bytes(&self) -> u64 {
+        std::fs::read_dir(&self.shared.dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .filter(|m| m.is_file())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Log segment files in the store's directory.
+    pub fn segments(&self) -> usize {
+        std::fs::read_dir(&self.shared.dir)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| {
+                        let n = e.file_name();
+                        let n = n.to_string_lossy();
+                        n.starts_with("wal-") && n.ends_with(".log")
+                    })
+                    .count()
+            })
+            .unwrap_or(0)
     }
 
     /// Where a received snapshot goes: a file beside the current one.

@@ -109,7 +109,12 @@ impl Cluster {
     /// The index of the leader, once all running replicas agree on one.
     pub fn wait_leader(&self) -> usize {
         let first = self.servers.iter().flatten().next().unwrap();
-        let raft = first.node().raft.clone();
+        self.wait_leader_seen_by(first.node().id as usize - 1)
+    }
+
+    /// The index of the leader as replica `i` sees it, once it sees one.
+    pub fn wait_leader_seen_by(&self, i: usize) -> usize {
+        let raft = self.server(i).node().raft.clone();
         let m = self
             .rt
             .block_on(
@@ -133,6 +138,45 @@ impl Cluster {
             .block_on(Server::start(self.cfgs[i].clone()))
             .unwrap();
         self.servers[i] = Some(s);
+    }
+
+    /// Starts one more replica (id = count + 1) that joins the running
+    /// cluster (`--join`: it waits to be added); returns its index.
+    pub fn spawn_joiner(&mut self, tune: impl Fn(&mut ServerConfig)) -> usize {
+        let id = self.cfgs.len() as u64 + 1;
+        let path = store_path(self.kind, "join", id);
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir_all(&path);
+        let mut store = StoreConfig::new(self.kind, &path);
+        store.pool_size = self.cfgs[0].store.pool_size;
+        let mut cfg = ServerConfig::new(
+            id,
+            store,
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        );
+        cfg.raft = self.cfgs[0].raft.clone();
+        cfg.join = true;
+        tune(&mut cfg);
+        let b = self.rt.block_on(Bound::bind(cfg.clone())).unwrap();
+        cfg.listen = b.client_addr();
+        cfg.peer_listen = b.peer_addr();
+        let peers: BTreeMap<u64, String> = self
+            .cfgs
+            .iter()
+            .map(|c| (c.id, c.peer_listen.to_string()))
+            .collect();
+        cfg.peers = peers.clone();
+        let s = self.rt.block_on(b.start(peers)).unwrap();
+        self.cfgs.push(cfg);
+        self.paths.push(path);
+        self.servers.push(Some(s));
+        self.servers.len() - 1
+    }
+
+    /// Replica `i`'s own value of `key` (its state machine, no read-index).
+    pub fn local(&self, i: usize, key: &str) -> Option<Vec<u8>> {
+        self.server(i).node().replica.get(key.as_bytes()).unwrap()
     }
 
     pub fn server(&self, i: usize) -> &Server {

@@ -78,6 +78,9 @@ pub struct BTreeMap {
     uncommitted: usize,
     entries: u64,
     pm_bytes: u64,
+    /// Bytes of the heap blocks the tree holds (their size classes): what
+    /// it takes of the pool.
+    block_bytes: u64,
     live_value_bytes: u64,
     commits: u64,
     nodes_written: u64,
@@ -290,7 +293,7 @@ impl BTreeMap {
         }
         let root = pool.root(id, R_ROOT);
         let mut t = TraceOut::default();
-        let (heap, _) = pool.open_heap(id, |m| {
+        let (heap, held) = pool.open_heap(id, |m| {
             t = trace_tree(pool, name, fanout, root, Some(m))?;
             Ok(())
         })?;
@@ -308,6 +311,7 @@ impl BTreeMap {
             uncommitted: 0,
             entries: t.entries,
             pm_bytes: t.bytes,
+            block_bytes: held.live_bytes,
             live_value_bytes: t.value_bytes,
             commits: 0,
             nodes_written: 0,
@@ -373,11 +377,14 @@ impl BTreeMap {
         self.pool.slice(off, bytes.len())?.write(0, bytes)?;
         self.dirty.insert(off, bytes.len() as u32);
         self.pm_bytes += bytes.len() as u64;
+        self.block_bytes += self.heap.block_size(off).unwrap_or(bytes.len()) as u64;
         Ok(off)
     }
 
     fn retire(&mut self, off: u64, len: u64) -> Result<()> {
         self.pm_bytes = self.pm_bytes.saturating_sub(len);
+        let block = self.heap.block_size(off).unwrap_or(len as usize) as u64;
+        self.block_bytes = self.block_bytes.saturating_sub(block);
         if self.dirty.remove(&off).is_some() {
             // Never published: nothing durable points at it.
             self.heap.free(off)?;
@@ -871,6 +878,7 @@ impl PmMap for BTreeMap {
             uncommitted: 0,
             entries: 0,
             pm_bytes: 0,
+            block_bytes: 0,
             live_value_bytes: 0,
             commits: 0,
             nodes_written: 0,
@@ -902,6 +910,14 @@ impl PmMap for BTreeMap {
             staged.heap.free(off)?;
         }
         Ok(())
+    }
+
+    fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn space_used(&self) -> u64 {
+        self.block_bytes
     }
 
     fn stats(&self) -> MapStats {
