@@ -7,7 +7,7 @@
 //! when a group commit has made the entries durable. A group commits when it
 //! reaches `every` modifications (inline, in the appending task) or, at the
 //! latest, `interval` after its first modification (in a background thread,
-//! which also runs the list's clean-up between commits).
+//! which also runs the clean-up between commits and after inline ones).
 
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
@@ -59,6 +59,12 @@ struct Inner<M: PmMap> {
 #[derive(Default)]
 struct Signal {
     first_dirty: Option<Instant>,
+    /// A group was committed inline (by the appending task): the committer
+    /// runs clean-up steps in the background, as after a group of its own.
+    /// Without it, a steady stream of writes committed inline (k = 1) would
+    /// never give the clean-up a turn and the pool would fill with
+    /// superseded versions.
+    maintain: bool,
     shutdown: bool,
 }
 
@@ -158,6 +164,16 @@ impl<M: PmMap> PmStore<M> {
         &self.shared.durability
     }
 
+    /// Asks the committer for clean-up steps after an inline commit (one
+    /// wake-up per pass, not per commit).
+    fn note_committed(&self) {
+        let mut s = self.shared.signal.state.lock().unwrap();
+        if !s.maintain {
+            s.maintain = true;
+            self.shared.signal.cv.notify_one();
+        }
+    }
+
     fn note_dirty(&self) {
         let mut s = self.shared.signal.state.lock().unwrap();
         if s.first_dirty.is_none() {
@@ -173,14 +189,21 @@ impl<M: PmMap> PmStore<M> {
         let r = f(&mut g.core)?;
         let mut fire = Vec::new();
         let mut failed = None;
+        let mut committed = false;
         if g.core.uncommitted() >= self.shared.policy.every {
             match g.core.commit() {
-                Ok(()) => fire = std::mem::take(&mut g.callbacks),
+                Ok(()) => {
+                    fire = std::mem::take(&mut g.callbacks);
+                    committed = true;
+                }
                 Err(e) => failed = Some(e),
             }
         }
         let pending = g.core.uncommitted() > 0 || !g.callbacks.is_empty();
         drop(g);
+        if committed {
+            self.note_committed();
+        }
         for cb in fire {
             cb.log_io_completed(Ok(()));
         }
@@ -337,6 +360,30 @@ fn commit_now<M: PmMap>(shared: &Shared<M>) -> Result<()> {
     r
 }
 
+/// Clean-up steps, each under the lock for one page, while no new group is
+/// waiting (under space pressure, a few steps regardless: a steady stream of
+/// writes would otherwise starve the clean-up).
+fn clean_up<M: PmMap>(sh: &Shared<M>, signal: &FlushSignal) {
+    let forced = if sh.pressure.load(std::sync::atomic::Ordering::Relaxed) {
+        8
+    } else {
+        0
+    };
+    for step in 0..64 {
+        if step >= forced && signal.state.lock().unwrap().first_dirty.is_some() {
+            break;
+        }
+        match sh.inner.write().unwrap().core.maintenance() {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => {
+                tracing::error!("clean-up of the store failed: {e}");
+                break;
+            }
+        }
+    }
+}
+
 /// The background committer: commits `interval` after the first pending
 /// modification, then runs clean-up steps while nothing else is pending.
 fn flusher<M: PmMap>(shared: Weak<Shared<M>>, signal: Arc<FlushSignal>, interval: Duration) {
@@ -352,6 +399,15 @@ fn flusher<M: PmMap>(shared: Weak<Shared<M>>, signal: Arc<FlushSignal>, interval
                 }
                 if let Some(t) = s.first_dirty.take() {
                     break t;
+                }
+                if s.maintain {
+                    s.maintain = false;
+                    let Some(sh) = shared.upgrade() else { return };
+                    drop(s);
+                    clean_up(&sh, &signal);
+                    drop(sh);
+                    s = signal.state.lock().unwrap();
+                    continue;
                 }
                 let (g, _) = signal
                     .cv
@@ -384,27 +440,7 @@ fn flusher<M: PmMap>(shared: Weak<Shared<M>>, signal: Arc<FlushSignal>, interval
                 cb.log_io_completed(Err(io_err(&e)));
             }
         }
-        // Clean-up steps, each under the lock for one page, while no new
-        // group is waiting (under space pressure, a few steps regardless: a
-        // steady stream of writes would otherwise starve the clean-up).
-        let forced = if sh.pressure.load(std::sync::atomic::Ordering::Relaxed) {
-            8
-        } else {
-            0
-        };
-        for step in 0..64 {
-            if step >= forced && signal.state.lock().unwrap().first_dirty.is_some() {
-                break;
-            }
-            match sh.inner.write().unwrap().core.maintenance() {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => {
-                    tracing::error!("clean-up of the store failed: {e}");
-                    break;
-                }
-            }
-        }
+        clean_up(&sh, &signal);
         let pending = sh.inner.read().unwrap().core.uncommitted() > 0;
         if pending {
             let mut s = signal.state.lock().unwrap();
@@ -505,12 +541,16 @@ impl<M: PmMap> RaftLogStorage<TypeConfig> for PmLogStore<M> {
         g.callbacks.push(callback);
         let n = g.core.uncommitted();
         let mut fire = Vec::new();
-        if n == 0 || n >= self.0.shared.policy.every {
+        let committed = n == 0 || n >= self.0.shared.policy.every;
+        if committed {
             g.core.commit().map_err(write_err)?;
             fire = std::mem::take(&mut g.callbacks);
         }
         let pending = !g.callbacks.is_empty() || g.core.uncommitted() > 0;
         drop(g);
+        if committed {
+            self.0.note_committed();
+        }
         for cb in fire {
             cb.log_io_completed(Ok(()));
         }
