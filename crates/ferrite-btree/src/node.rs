@@ -238,6 +238,18 @@ pub fn leaf_find(g: &mut PageGuard<'_>, h: &Header, k: &[u8]) -> Result<(usize, 
     Ok((pos, found))
 }
 
+/// Where the value of `key` lies in this leaf (offset, length); None when the
+/// leaf does not hold the key.
+pub fn find_value(g: &mut PageGuard<'_>, key: &[u8]) -> Result<Option<(usize, usize)>> {
+    let h = header(g)?;
+    let (pos, found) = leaf_find(g, &h, key)?;
+    if !found {
+        return Ok(None);
+    }
+    let s = slot(g, &h, pos)?;
+    leaf_value(g, &s).map(Some)
+}
+
 /// Leaf: the value length and offset of slot `s`.
 pub fn leaf_value(g: &mut PageGuard<'_>, s: &Slot) -> Result<(usize, usize)> {
     let ps = g.page_size();

@@ -10,13 +10,9 @@ use super::{Route, TreeInner};
 use crate::node::{self, Header};
 
 fn leaf_get(g: &mut PageGuard<'_>, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-    let h = node::header(g)?;
-    let (pos, found) = node::leaf_find(g, &h, key)?;
-    if !found {
+    let Some((voff, vlen)) = node::find_value(g, key)? else {
         return Ok(false);
-    }
-    let s = node::slot(g, &h, pos)?;
-    let (voff, vlen) = node::leaf_value(g, &s)?;
+    };
     out.clear();
     out.extend_from_slice(g.read(voff, vlen)?);
     Ok(true)
@@ -30,13 +26,9 @@ fn leaf_get_part(
     len: usize,
     out: &mut Vec<u8>,
 ) -> Result<bool> {
-    let h = node::header(g)?;
-    let (pos, found) = node::leaf_find(g, &h, key)?;
-    if !found {
+    let Some((voff, vlen)) = node::find_value(g, key)? else {
         return Ok(false);
-    }
-    let s = node::slot(g, &h, pos)?;
-    let (voff, vlen) = node::leaf_value(g, &s)?;
+    };
     let a = off.min(vlen);
     let b = off.saturating_add(len).min(vlen);
     out.clear();

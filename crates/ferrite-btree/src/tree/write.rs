@@ -90,13 +90,7 @@ impl TreeInner {
         key: &[u8],
         value: &[u8],
     ) -> Result<bool> {
-        if key.len() > self.max_key {
-            return Err(BufferError::Invalid(format!(
-                "key of {} bytes exceeds the limit of {} bytes",
-                key.len(),
-                self.max_key
-            )));
-        }
+        self.check_key(key)?;
         if kind != Kind::Remove && value.len() > self.max_value {
             return Err(BufferError::Invalid(format!(
                 "value of {} bytes exceeds the limit of {} bytes",
@@ -209,13 +203,7 @@ impl TreeInner {
         off: usize,
         bytes: &[u8],
     ) -> Result<bool> {
-        if key.len() > self.max_key {
-            return Err(BufferError::Invalid(format!(
-                "key of {} bytes exceeds the limit of {} bytes",
-                key.len(),
-                self.max_key
-            )));
-        }
+        self.check_key(key)?;
         if off
             .checked_add(bytes.len())
             .is_none_or(|e| e > self.max_value)
@@ -230,13 +218,9 @@ impl TreeInner {
         op.lock_key(self.id, key)?;
         let mut p = self.descend(bm, Route::Key(key), Mode::Exclusive, Hint::Leaf)?;
         let g = &mut p.leaf;
-        let h = node::header(g)?;
-        let (pos, found) = node::leaf_find(g, &h, key)?;
-        if !found {
+        let Some((voff, vlen)) = node::find_value(g, key)? else {
             return Ok(false);
-        }
-        let s = node::slot(g, &h, pos)?;
-        let (voff, vlen) = node::leaf_value(g, &s)?;
+        };
         if off + bytes.len() > vlen {
             return Err(BufferError::Invalid(format!(
                 "patch of {} bytes at {off} runs past the value of {vlen} bytes",
@@ -276,6 +260,20 @@ fn insert_leaf(
         },
     )?;
     Ok(())
+}
+
+impl TreeInner {
+    /// A key longer than the tree's limit is an error (nothing changes).
+    fn check_key(&self, key: &[u8]) -> Result<()> {
+        if key.len() > self.max_key {
+            return Err(BufferError::Invalid(format!(
+                "key of {} bytes exceeds the limit of {} bytes",
+                key.len(),
+                self.max_key
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
