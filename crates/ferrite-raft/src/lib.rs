@@ -38,6 +38,7 @@ pub mod replica;
 pub mod snapshot;
 pub mod types;
 pub mod wal;
+pub mod wire;
 
 pub use error::{Result, StoreError};
 pub use map::btree::{BTreeMap, BTreeOptions};

@@ -46,7 +46,7 @@ pub enum Cond {
     /// `XX`: only when the key is present.
     Xx,
     /// `IFEQ expected` (Valkey 8.1): only when the key is present with this value.
-    IfEq(Vec<u8>),
+    IfEq(#[serde(with = "serde_bytes")] Vec<u8>),
 }
 
 /// A mutation of the replicated map (the `D` of the type configuration).
@@ -54,12 +54,17 @@ pub enum Cond {
 pub enum Command {
     /// `SET key value [NX|XX|IFEQ expected]`.
     Set {
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
+        #[serde(with = "serde_bytes")]
         value: Vec<u8>,
         cond: Cond,
     },
     /// `DEL key [key …]`.
-    Del { keys: Vec<Vec<u8>> },
+    Del {
+        #[serde(with = "crate::wire::list")]
+        keys: Vec<Vec<u8>>,
+    },
 }
 
 impl fmt::Debug for Command {

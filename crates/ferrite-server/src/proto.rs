@@ -31,7 +31,7 @@ pub enum PeerMsg {
         vote: Vote,
         meta: SnapshotMeta,
     },
-    SnapshotChunk(Items),
+    SnapshotChunk(#[serde(with = "ferrite_raft::wire::pairs")] Items),
     SnapshotEnd,
     SnapshotReply(Result<SnapshotResponse<u64>, String>),
     /// A client's request, forwarded by a follower to the leader.
@@ -83,7 +83,7 @@ pub enum ClientOp {
     /// A mutation, replicated through the log.
     Write(Command),
     /// Linearizable reads of these keys (read-index).
-    Get(Vec<Vec<u8>>),
+    Get(#[serde(with = "ferrite_raft::wire::list")] Vec<Vec<u8>>),
     /// The number of keys (linearizable).
     DbSize,
     /// `CLUSTER ADDNODE`: add replica `id` (reached at `addr`, its
@@ -111,7 +111,7 @@ impl ClientOp {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ClientReply {
     Write(Reply),
-    Values(Vec<Option<Vec<u8>>>),
+    Values(#[serde(with = "ferrite_raft::wire::opt_list")] Vec<Option<Vec<u8>>>),
     Count(u64),
     /// An administrative request done: what was done.
     Done(String),

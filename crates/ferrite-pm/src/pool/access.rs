@@ -115,6 +115,18 @@ impl<'p> PmSlice<'p> {
         self.len == 0
     }
 
+    /// Hints the CPU to start loading the slice's first cache line (no
+    /// effect on what is read: for walks that know their next address).
+    #[inline]
+    pub fn prefetch(self) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and changes no state the program
+        // can observe; the address is inside the mapping.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(self.ptr() as *const i8, std::arch::x86_64::_MM_HINT_T0)
+        };
+    }
+
     /// Copies the bytes out.
     pub fn to_vec(self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
