@@ -191,6 +191,53 @@ fn alive(pid: u32) -> bool {
     unsafe { libc::kill(pid as i32, 0) == 0 }
 }
 
+/// Waits until replica `pid` has exited or `deadline` has passed; true when
+/// it is gone. The replicas are not this process's children (an earlier
+/// `cluster up` started them), so the wait is on a pidfd, which becomes
+/// readable when the process exits; where pidfds are unavailable (kernels
+/// before 5.3) it checks every 20 ms.
+fn wait_exit(pid: u32, deadline: Instant) -> bool {
+    let gone = || !(alive(pid) && is_replica(pid));
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) } as i32;
+    if fd >= 0 {
+        // The replica may have exited, and its pid been reused, between the
+        // caller's check and pidfd_open: `gone` guards against waiting on a
+        // stranger.
+        let mut exited = gone();
+        while !exited {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let n = unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 60_000) as i32) };
+            if n > 0 {
+                exited = true;
+            } else if n < 0
+                && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                break;
+            }
+        }
+        // SAFETY: closing the descriptor pidfd_open returned, once.
+        unsafe { libc::close(fd) };
+        if exited {
+            return true;
+        }
+    }
+    while !gone() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    gone()
+}
+
 /// True when `pid` is a `ferrite serve` process (guards against reused pids).
 fn is_replica(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
@@ -379,11 +426,7 @@ fn stop_replica(r: &ReplicaRecord) -> bool {
     }
     // SAFETY: signalling a process we checked is one of our replicas.
     unsafe { libc::kill(r.pid as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while alive(r.pid) && is_replica(r.pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    if alive(r.pid) && is_replica(r.pid) {
+    if !wait_exit(r.pid, Instant::now() + Duration::from_secs(15)) {
         // SAFETY: as above; it did not stop on SIGTERM.
         unsafe { libc::kill(r.pid as i32, libc::SIGKILL) };
         return false;
@@ -803,10 +846,7 @@ fn down(a: DownArgs) -> Result<i32> {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut killed = Vec::new();
         for r in &running {
-            while alive(r.pid) && is_replica(r.pid) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if alive(r.pid) && is_replica(r.pid) {
+            if !wait_exit(r.pid, deadline) {
                 // SAFETY: as above; it did not stop on SIGTERM.
                 unsafe { libc::kill(r.pid as i32, libc::SIGKILL) };
                 killed.push(r.id);
