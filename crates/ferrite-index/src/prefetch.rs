@@ -1,23 +1,5 @@
 //! Software prefetch: the index knows which lines it will read (a leaf, the
 //! searched part of an inner node, the leaves a scan will visit) before it can
-//! read them, so it asks for all of them at once.
+//! read them, so it asks for all of them at once ([`ferrite_pm::prefetch`]).
 
-/// Asks the CPU to start loading the cache lines of `addr..addr + bytes`.
-/// `addr` need not be valid (it may come from a torn optimistic read): a
-/// prefetch has no architectural effect.
-#[inline(always)]
-pub fn lines(addr: usize, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for off in (0..bytes).step_by(64) {
-        // SAFETY: a prefetch is a hint with no architectural effect, valid for
-        // any address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(
-                addr.wrapping_add(off) as *const i8,
-                std::arch::x86_64::_MM_HINT_T0,
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (addr, bytes);
-}
+pub use ferrite_pm::prefetch::lines;

@@ -22,6 +22,7 @@ pub mod layout;
 pub mod msync;
 pub mod persist;
 pub mod pool;
+pub mod prefetch;
 pub mod rng;
 pub mod sim;
 pub mod temp;

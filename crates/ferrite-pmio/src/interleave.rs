@@ -113,16 +113,7 @@ impl Future for YieldNow {
 }
 
 /// Hints the CPU to start loading the line at `p` (no effect on correctness).
-#[inline(always)]
-pub fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch never faults, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch(p as *const i8, std::arch::x86_64::_MM_HINT_T0)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+pub use ferrite_pm::prefetch::line as prefetch;
 
 impl<'p> Interleaver<'p> {
     pub fn new(pool: &'p Pool) -> Self {

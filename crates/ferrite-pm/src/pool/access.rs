@@ -119,12 +119,7 @@ impl<'p> PmSlice<'p> {
     /// effect on what is read: for walks that know their next address).
     #[inline]
     pub fn prefetch(self) {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and changes no state the program
-        // can observe; the address is inside the mapping.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(self.ptr() as *const i8, std::arch::x86_64::_MM_HINT_T0)
-        };
+        crate::prefetch::line(self.ptr());
     }
 
     /// Copies the bytes out.
