@@ -156,8 +156,26 @@ fn decode_slot(b: &[u8], h: &Header, i: usize, ps: usize) -> std::result::Result
     Ok(s)
 }
 
+/// The order of a key with head `sh` and length `sl` against `k` (head `kh`)
+/// when the heads decide it: different heads, or equal heads of keys of at
+/// most 4 bytes (the head holds all their bytes, zero-padded, so the shorter
+/// one is a prefix of the longer: it comes first). `None`: the keys' bytes
+/// must be compared.
+#[inline]
+fn cmp_by_head(sh: u32, sl: usize, kh: u32, k: &[u8]) -> Option<Ordering> {
+    if sh != kh {
+        Some(sh.cmp(&kh))
+    } else if sl <= 4 && k.len() <= 4 {
+        Some(sl.cmp(&k.len()))
+    } else {
+        None
+    }
+}
+
 /// `lower_bound` on a whole page in memory (the fast path: no residency
-/// checks per probe).
+/// checks per probe). A probe reads only the slot's head and key length; a
+/// slot is decoded and checked, and its cell read, only when the heads tie on
+/// longer keys.
 fn lower_bound_page(
     page: &[u8],
     h: &Header,
@@ -166,16 +184,22 @@ fn lower_bound_page(
 ) -> std::result::Result<usize, String> {
     let kh = head(k);
     let ps = page.len();
+    let Some(slots) = page.get(SLOTS..h.slot_end()) else {
+        return Err(format!("{} slots run past the page", h.count));
+    };
     let (mut lo, mut hi) = (0, h.count);
     let koff = if h.level == 0 { 2 } else { 8 };
     while lo < hi {
         let mid = (lo + hi) / 2;
-        let at = SLOTS + mid * SLOT;
-        let s = decode_slot(&page[at..at + SLOT], h, mid, ps)?;
-        let c = if s.head != kh {
-            s.head.cmp(&kh)
-        } else {
-            page[s.off + koff..s.off + koff + s.klen].cmp(k)
+        let b: &[u8; SLOT] = slots[mid * SLOT..(mid + 1) * SLOT].try_into().expect("8");
+        let sh = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+        let sl = u16::from_le_bytes([b[2], b[3]]) as usize;
+        let c = match cmp_by_head(sh, sl, kh, k) {
+            Some(c) => c,
+            None => {
+                let s = decode_slot(b, h, mid, ps)?;
+                page[s.off + koff..s.off + koff + s.klen].cmp(k)
+            }
         };
         let go_right = if strict {
             c != Ordering::Greater
@@ -200,10 +224,16 @@ pub fn key<'g>(g: &'g mut PageGuard<'_>, h: &Header, s: &Slot) -> Result<&'g [u8
 /// Compares slot `i`'s key with `k` (the head first, the key only on a tie).
 fn cmp_slot(g: &mut PageGuard<'_>, h: &Header, i: usize, k: &[u8], kh: u32) -> Result<Ordering> {
     let s = slot(g, h, i)?;
-    if s.head != kh {
-        return Ok(s.head.cmp(&kh));
+    cmp_key(g, h, &s, k, kh)
+}
+
+/// Compares slot `s`'s key with `k` (head `kh`): by the heads where they
+/// decide, else by the key's bytes.
+fn cmp_key(g: &mut PageGuard<'_>, h: &Header, s: &Slot, k: &[u8], kh: u32) -> Result<Ordering> {
+    match cmp_by_head(s.head, s.klen, kh, k) {
+        Some(c) => Ok(c),
+        None => Ok(key(g, h, s)?.cmp(k)),
     }
-    Ok(key(g, h, &s)?.cmp(k))
 }
 
 /// First slot whose key is >= `k` (or > `k` when `strict`).
@@ -211,6 +241,18 @@ pub fn lower_bound(g: &mut PageGuard<'_>, h: &Header, k: &[u8], strict: bool) ->
     if g.is_full() && !g.reads_charged() {
         let page = g.full()?;
         return lower_bound_page(page, h, k, strict).map_err(|d| bad(g, d));
+    }
+    let slots_len = h.count * SLOT;
+    if !g.reads_charged()
+        && (slots_len <= SMALL_SLOTS || g.is_resident(SLOTS, slots_len))
+        && slots_len > 0
+    {
+        // A small slot array (a leaf of a few large records), or one already
+        // resident: read it at once (a line fault loads what the search would
+        // have touched anyway) and search it in memory; cells only on ties.
+        if let Some(r) = lower_bound_slots(g, h, k, strict)? {
+            return Ok(r);
+        }
     }
     let kh = head(k);
     let (mut lo, mut hi) = (0, h.count);
@@ -231,6 +273,43 @@ pub fn lower_bound(g: &mut PageGuard<'_>, h: &Header, k: &[u8], strict: bool) ->
     Ok(lo)
 }
 
+/// Slot arrays up to this many bytes (4 lines) are read whole by a search
+/// of a partly resident page.
+const SMALL_SLOTS: usize = 4 * 64;
+
+/// `lower_bound` over the slot array read as one slice; `None` when a head
+/// tie needs a cell, which the caller's per-probe search then reads.
+fn lower_bound_slots(
+    g: &mut PageGuard<'_>,
+    h: &Header,
+    k: &[u8],
+    strict: bool,
+) -> Result<Option<usize>> {
+    let kh = head(k);
+    let slots = g.read(SLOTS, h.count * SLOT)?;
+    let (mut lo, mut hi) = (0, h.count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let b = &slots[mid * SLOT..(mid + 1) * SLOT];
+        let sh = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+        let sl = u16::from_le_bytes([b[2], b[3]]) as usize;
+        let Some(c) = cmp_by_head(sh, sl, kh, k) else {
+            return Ok(None);
+        };
+        let go_right = if strict {
+            c != Ordering::Greater
+        } else {
+            c == Ordering::Less
+        };
+        if go_right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(Some(lo))
+}
+
 /// Leaf: position of `k` and whether it is there.
 pub fn leaf_find(g: &mut PageGuard<'_>, h: &Header, k: &[u8]) -> Result<(usize, bool)> {
     let pos = lower_bound(g, h, k, false)?;
@@ -247,6 +326,29 @@ pub fn find_value(g: &mut PageGuard<'_>, key: &[u8]) -> Result<Option<(usize, us
         return Ok(None);
     }
     let s = slot(g, &h, pos)?;
+    leaf_value(g, &s).map(Some)
+}
+
+/// [`find_value`] for a read of bytes `off..off+len` of the value: once the
+/// slot is known, the lines of that part are prefetched before the cell's key
+/// is compared, so the two misses overlap (the part usually lies lines away
+/// from the key in a record of several fields).
+pub fn find_value_prefetch(
+    g: &mut PageGuard<'_>,
+    key: &[u8],
+    off: usize,
+    len: usize,
+) -> Result<Option<(usize, usize)>> {
+    let h = header(g)?;
+    let pos = lower_bound(g, &h, key, false)?;
+    if pos >= h.count {
+        return Ok(None);
+    }
+    let s = slot(g, &h, pos)?;
+    g.prefetch(s.off + 2 + s.klen + off, len);
+    if cmp_key(g, &h, &s, key, head(key))? != Ordering::Equal {
+        return Ok(None);
+    }
     leaf_value(g, &s).map(Some)
 }
 
@@ -477,6 +579,35 @@ mod tests {
             assert!(3 * (SLOT + inner_cell_len(k)) + SLOTS <= ps);
         }
         assert_eq!(limits(16384), (1024, 4062));
+    }
+
+    #[test]
+    fn heads_and_lengths_order_short_keys() {
+        // Every key of up to 2 bytes over a small alphabet (zero included):
+        // where `cmp_by_head` decides, it agrees with the byte order.
+        let alphabet = [0u8, 1, 0x7f, 0xff];
+        let mut keys: Vec<Vec<u8>> = vec![vec![]];
+        for a in alphabet {
+            keys.push(vec![a]);
+            for b in alphabet {
+                keys.push(vec![a, b]);
+                keys.push(vec![a, b, 0, 0]);
+                keys.push(vec![a, b, 0, 0, 0]);
+            }
+        }
+        let mut decided = 0;
+        for a in &keys {
+            for b in &keys {
+                match cmp_by_head(head(a), a.len(), head(b), b) {
+                    Some(c) => {
+                        assert_eq!(c, a.as_slice().cmp(b.as_slice()), "{a:?} {b:?}");
+                        decided += 1;
+                    }
+                    None => assert!(a.len() > 4 || b.len() > 4, "{a:?} {b:?}"),
+                }
+            }
+        }
+        assert!(decided > keys.len() * keys.len() / 2);
     }
 
     #[test]

@@ -37,6 +37,43 @@ pub(crate) struct Overlay {
     pub have: LineMask,
 }
 
+/// Lines a guard wrote since its last log record. Boxed on the first write:
+/// a read-only guard stays small (it is moved through every level of a
+/// descent), a writing one pays one allocation.
+#[derive(Default)]
+pub(crate) struct Touched(Option<Box<LineMask>>);
+
+impl Touched {
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|m| m.is_empty())
+    }
+
+    pub fn set_range(&mut self, a: usize, b: usize) {
+        self.0.get_or_insert_with(Default::default).set_range(a, b);
+    }
+
+    /// The written lines (`None`: none yet).
+    pub fn mask(&self) -> Option<&LineMask> {
+        self.0.as_deref()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().flat_map(|m| m.iter())
+    }
+
+    pub fn clear(&mut self) {
+        if let Some(m) = self.0.as_mut() {
+            m.clear();
+        }
+    }
+}
+
+impl std::fmt::Debug for Touched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// A latched page. Dropping it releases the latch.
 pub struct PageGuard<'a> {
     pub(crate) bm: &'a BufferManager,
@@ -44,7 +81,7 @@ pub struct PageGuard<'a> {
     pub(crate) pid: u64,
     pub(crate) mode: Mode,
     /// Lines written since the last log record.
-    pub(crate) touched: LineMask,
+    pub(crate) touched: Touched,
     /// Formatted by this operation (its record zeroes the page first).
     pub(crate) fresh: bool,
     pub(crate) overlay: Option<Box<Overlay>>,
@@ -213,6 +250,27 @@ impl<'a> PageGuard<'a> {
         }
     }
 
+    /// Starts loading the cache lines of bytes `off..off+len` where the page
+    /// lies (a DRAM frame, or the PM frame of PM-direct): a hint for a read
+    /// that follows a dependent one, so both misses overlap. Nothing is made
+    /// resident or checked; out-of-page parts are ignored; minis and pages
+    /// with an overlay are skipped.
+    #[inline]
+    pub fn prefetch(&self, off: usize, len: usize) {
+        let ps = self.page_size();
+        if off >= ps || len == 0 {
+            return;
+        }
+        let end = off.saturating_add(len).min(ps);
+        let a = off / LINE * LINE;
+        let base = match self.loc {
+            Loc::Full(f) => self.bm.dram().buf(f),
+            Loc::Pm(f) if self.overlay.is_none() => self.bm.pm().data(f),
+            _ => return,
+        };
+        ferrite_pm::prefetch::lines(base as usize + a, end - a);
+    }
+
     /// Address of byte `off` (resident, see `prepare`).
     fn addr(&self, off: usize) -> *mut u8 {
         match self.loc {
@@ -258,8 +316,52 @@ impl<'a> PageGuard<'a> {
         }
     }
 
+    /// Where bytes `off..off+len` lie when they can be read in place right
+    /// away: inside the page, resident, no overlay to consult. `None` sends
+    /// the caller down the general path (which also reports the errors).
+    #[inline]
+    fn resident_ptr(&self, off: usize, len: usize) -> Option<*const u8> {
+        let end = off.checked_add(len)?;
+        if len == 0 || end > self.page_size() {
+            return None;
+        }
+        let (a, b) = line_span(off, len);
+        match self.loc {
+            Loc::Full(f) => {
+                let dram = self.bm.dram();
+                // SAFETY: the guard holds the frame's latch.
+                let st = unsafe { dram.full_frame(f).st() };
+                (st.all_resident || st.resident.has_range(a, b))
+                    .then(|| dram.buf(f).wrapping_add(off) as *const u8)
+            }
+            Loc::Mini(f) => {
+                let dram = self.bm.dram();
+                // SAFETY: as above.
+                let st = unsafe { dram.mini_frame(f).st() };
+                let p = mini_pos(&st.slots[..st.count as usize], a, b)?;
+                Some(dram.buf(f).wrapping_add(p * LINE + off % LINE) as *const u8)
+            }
+            Loc::Pm(f) if self.overlay.is_none() => {
+                Some(self.bm.pm().data(f).wrapping_add(off) as *const u8)
+            }
+            Loc::Pm(_) => None,
+        }
+    }
+
     /// Bytes `off..off+len` (made resident first).
+    #[inline]
     pub fn read(&mut self, off: usize, len: usize) -> Result<&[u8]> {
+        if let Some(p) = self.resident_ptr(off, len) {
+            self.model_pm_read(off, len);
+            // SAFETY: resident and inside the page (`resident_ptr` checked);
+            // the latch keeps writers out while the slice lives (it borrows
+            // the guard).
+            return Ok(unsafe { std::slice::from_raw_parts(p, len) });
+        }
+        self.read_slow(off, len)
+    }
+
+    fn read_slow(&mut self, off: usize, len: usize) -> Result<&[u8]> {
         self.prepare(off, len)?;
         if len == 0 {
             return Ok(&[]);
@@ -273,6 +375,11 @@ impl<'a> PageGuard<'a> {
     /// Bytes of a resident range without loading (shared-latch readers that
     /// checked residency; see [`PageGuard::prepare`]).
     pub fn resident(&self, off: usize, len: usize) -> Result<&[u8]> {
+        if let Some(p) = self.resident_ptr(off, len) {
+            self.model_pm_read(off, len);
+            // SAFETY: as in `read`.
+            return Ok(unsafe { std::slice::from_raw_parts(p, len) });
+        }
         self.check_range(off, len)?;
         if len == 0 {
             return Ok(&[]);

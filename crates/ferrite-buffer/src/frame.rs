@@ -2,15 +2,18 @@
 //! budget. A *full* frame holds a page with a residency and a dirty bit per
 //! cache line (thesis Fig. 3); a *mini* frame holds up to 16 lines of a page
 //! in line order with a slot array naming them (thesis Fig. 4). Frame buffers
-//! are allocated on first use and reused, never returned while the buffer
-//! manager lives.
+//! lie in two anonymous mappings in huge pages (one for full frames, one for
+//! minis) made with the tier and backed by the OS on first touch: a frame's
+//! buffer address follows from its id, so a descent can start loading a
+//! child's lines before it touches the child's descriptor.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::Mutex;
+
+use ferrite_pm::anon::{huge_vec, HugeRegion};
 
 use crate::config::{LINE, MINI_FRAME_BYTES, MINI_SLOTS};
 use crate::latch::Latch;
@@ -110,12 +113,15 @@ pub(crate) fn line_span(off: usize, len: usize) -> (usize, usize) {
     (off / LINE, (off + len.max(1) - 1) / LINE)
 }
 
-/// State of a full frame, guarded by its latch.
+/// State of a full frame, guarded by its latch. `repr(C)` with the flag a
+/// reader checks first and the residency mask at the front, so they share the
+/// descriptor's second cache line (see [`DramTier::prefetch`]).
 #[derive(Default)]
+#[repr(C)]
 pub(crate) struct FullState {
+    pub all_resident: bool,
     pub resident: LineMask,
     pub dirty: LineMask,
-    pub all_resident: bool,
     /// The frame is newer than the page's SSD copy.
     pub newer: bool,
 }
@@ -154,6 +160,9 @@ pub(crate) struct Common {
     buf: AtomicPtr<u8>,
 }
 
+// The latch-side fields fit the descriptor's first line; the state follows.
+const _: () = assert!(std::mem::size_of::<Common>() <= LINE);
+
 impl Common {
     fn new() -> Common {
         Common {
@@ -189,6 +198,9 @@ impl Common {
     }
 }
 
+/// A frame descriptor: `repr(C)`, cache-line aligned, the latch-side fields
+/// (`Common`) first and the latch-guarded state after them.
+#[repr(C, align(64))]
 pub(crate) struct Frame<S> {
     pub c: Common,
     st: UnsafeCell<S>,
@@ -226,6 +238,10 @@ pub(crate) struct DramCounters {
 pub(crate) struct DramTier {
     page_size: usize,
     pub budget: u64,
+    /// Buffers of the full frames: frame i at `i * page_size`.
+    full_bufs: Arena,
+    /// Buffers of the mini frames: mini i at `i * MINI_SLOTS * LINE`.
+    mini_bufs: Arena,
     pub full: Box<[Frame<FullState>]>,
     pub mini: Box<[Frame<MiniState>]>,
     free_full: Mutex<Vec<u32>>,
@@ -243,21 +259,34 @@ impl DramTier {
         } else {
             0
         };
+        let full_bufs = Arena::new(nfull * page_size);
+        let mini_bufs = Arena::new(nmini * MINI_SLOTS * LINE);
+        let with_buf = |p: *mut u8| {
+            let c = Common::new();
+            c.buf.store(p, Ordering::Relaxed);
+            c
+        };
         DramTier {
             page_size,
             budget,
-            full: (0..nfull)
-                .map(|_| Frame {
-                    c: Common::new(),
+            full: {
+                let mut v = huge_vec(nfull);
+                v.extend((0..nfull).map(|i| Frame {
+                    c: with_buf(full_bufs.at(i * page_size)),
                     st: UnsafeCell::new(FullState::default()),
-                })
-                .collect(),
-            mini: (0..nmini)
-                .map(|_| Frame {
-                    c: Common::new(),
+                }));
+                v.into_boxed_slice()
+            },
+            mini: {
+                let mut v = huge_vec(nmini);
+                v.extend((0..nmini).map(|i| Frame {
+                    c: with_buf(mini_bufs.at(i * MINI_SLOTS * LINE)),
                     st: UnsafeCell::new(MiniState::default()),
-                })
-                .collect(),
+                }));
+                v.into_boxed_slice()
+            },
+            full_bufs,
+            mini_bufs,
             free_full: Mutex::new((0..nfull as u32).rev().collect()),
             free_mini: Mutex::new((0..nmini as u32).rev().map(|i| i | MINI_BIT).collect()),
             used: AtomicU64::new(0),
@@ -273,6 +302,33 @@ impl DramTier {
         } else {
             &self.full[fid as usize].c
         }
+    }
+
+    /// Buffer of frame `fid` (a valid id), computed from the id without
+    /// touching the descriptor.
+    #[inline]
+    pub fn buf(&self, fid: Fid) -> *mut u8 {
+        if fid & MINI_BIT != 0 {
+            self.mini_bufs
+                .at((fid & !MINI_BIT) as usize * MINI_SLOTS * LINE)
+        } else {
+            self.full_bufs.at(fid as usize * self.page_size)
+        }
+    }
+
+    /// Starts loading what fixing frame `fid` (a valid id) reads first: the
+    /// descriptor's latch line and state line, and the first `lines` lines of
+    /// its buffer (a node's header and the start of its slots). The loads then
+    /// overlap instead of missing one after another.
+    #[inline]
+    pub fn prefetch(&self, fid: Fid, lines: usize) {
+        let d = if fid & MINI_BIT != 0 {
+            &self.mini[(fid & !MINI_BIT) as usize] as *const Frame<MiniState> as usize
+        } else {
+            &self.full[fid as usize] as *const Frame<FullState> as usize
+        };
+        ferrite_pm::prefetch::lines(d, 2 * LINE);
+        ferrite_pm::prefetch::lines(self.buf(fid) as usize, lines * LINE);
     }
 
     pub fn full_frame(&self, fid: Fid) -> &Frame<FullState> {
@@ -344,20 +400,6 @@ impl DramTier {
         };
         let c = self.common(fid);
         c.latch.lock_exclusive();
-        if c.buf().is_null() {
-            let (len, align) = if mini {
-                (MINI_SLOTS * LINE, LINE)
-            } else {
-                (self.page_size, 4096)
-            };
-            let layout = Layout::from_size_align(len, align).expect("frame layout");
-            // SAFETY: non-zero size.
-            let p = unsafe { alloc_zeroed(layout) };
-            if p.is_null() {
-                std::alloc::handle_alloc_error(layout);
-            }
-            c.buf.store(p, Ordering::Release);
-        }
         c.refbit.store(true, Ordering::Relaxed);
         c.pinned.store(false, Ordering::Relaxed);
         c.swizzled.store(false, Ordering::Relaxed);
@@ -402,32 +444,24 @@ impl DramTier {
     }
 }
 
-impl Drop for DramTier {
-    fn drop(&mut self) {
-        for f in self.full.iter() {
-            let p = f.c.buf();
-            if !p.is_null() {
-                // SAFETY: allocated in `alloc` with this layout; no one uses it now.
-                unsafe {
-                    dealloc(
-                        p,
-                        Layout::from_size_align(self.page_size, 4096).expect("layout"),
-                    )
-                };
-            }
+/// Frame buffers in one [`HugeRegion`].
+struct Arena(HugeRegion);
+
+impl Arena {
+    fn new(len: usize) -> Arena {
+        match HugeRegion::new(len) {
+            Ok(r) => Arena(r),
+            Err(_) => std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(len, 4096).expect("layout"),
+            ),
         }
-        for f in self.mini.iter() {
-            let p = f.c.buf();
-            if !p.is_null() {
-                // SAFETY: as above.
-                unsafe {
-                    dealloc(
-                        p,
-                        Layout::from_size_align(MINI_SLOTS * LINE, LINE).expect("layout"),
-                    )
-                };
-            }
-        }
+    }
+
+    /// Address of byte `off` (`off < len`, or 0 for an empty arena).
+    #[inline]
+    fn at(&self, off: usize) -> *mut u8 {
+        debug_assert!(off < self.0.len().max(1));
+        self.0.as_ptr().wrapping_add(off)
     }
 }
 

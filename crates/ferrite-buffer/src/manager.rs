@@ -74,6 +74,11 @@ fn lock(l: &Latch, mode: Mode) {
     }
 }
 
+/// Lines of a child's buffer a descent prefetches when it follows a swizzled
+/// swip: the page header and the first slots (a B-tree node's header and,
+/// for a 16-entry leaf, all its slots).
+const FIX_PREFETCH_LINES: usize = 3;
+
 /// # Safety
 /// The caller holds `l` in `mode`.
 unsafe fn unlock(l: &Latch, mode: Mode) {
@@ -223,7 +228,7 @@ impl BufferManager {
             loc,
             pid,
             mode,
-            touched: LineMask::default(),
+            touched: Default::default(),
             fresh: false,
             overlay: None,
         }
@@ -543,6 +548,7 @@ impl BufferManager {
                             ))
                         }
                     };
+                    dram.prefetch(fid, FIX_PREFETCH_LINES);
                     let c = dram.common(fid);
                     lock(&c.latch, mode);
                     if c.state.load(Ordering::Acquire) != RESIDENT || w.load(Ordering::Acquire) != v

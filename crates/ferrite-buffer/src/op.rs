@@ -350,7 +350,9 @@ impl BufferManager {
                 let fr = self.dram().full_frame(f);
                 // SAFETY: the guard holds the frame exclusive (it wrote).
                 let st = unsafe { fr.st() };
-                st.dirty.union(&g.touched);
+                if let Some(m) = g.touched.mask() {
+                    st.dirty.union(m);
+                }
                 st.newer = true;
                 fr.c.max_lsn.fetch_max(lsn, Ordering::AcqRel);
             }

@@ -13,6 +13,7 @@
 //! * [`clock`]: thread CPU time, for code that measures its own cost.
 
 pub mod account;
+pub mod anon;
 pub mod buf;
 pub mod clock;
 pub mod crash;

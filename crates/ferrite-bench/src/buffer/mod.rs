@@ -78,6 +78,11 @@ pub struct BufferBenchConfig {
     /// Data sizes the anchors run at (one inside DRAM, one beyond), MiB.
     pub anchor_mib: Vec<u64>,
     pub anchor_workloads: Vec<Workload>,
+    /// Rounds of the anchors run: each round measures every engine once, in
+    /// turn, and a cell reports the median round (the rounds beside it), so
+    /// a burst of noise from the machine's neighbours hits one round of one
+    /// engine, not the ratio.
+    pub anchor_rounds: usize,
     /// The command that reaches `anchor::child_main` (the `ferrite` binary
     /// and its hidden subcommand); empty: the anchors are skipped.
     pub anchor_child: Vec<String>,
@@ -122,6 +127,7 @@ impl Default for BufferBenchConfig {
             restart_seconds: 10.0,
             anchor_mib: vec![128, 1024],
             anchor_workloads: vec![Workload::ReadOnly, Workload::ReadWrite { update_pct: 50 }],
+            anchor_rounds: 1,
             anchor_child: Vec::new(),
             seconds: 5.0,
             warmup_seconds: 5.0,

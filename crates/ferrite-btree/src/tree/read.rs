@@ -26,7 +26,7 @@ fn leaf_get_part(
     len: usize,
     out: &mut Vec<u8>,
 ) -> Result<bool> {
-    let Some((voff, vlen)) = node::find_value(g, key)? else {
+    let Some((voff, vlen)) = node::find_value_prefetch(g, key, off, len)? else {
         return Ok(false);
     };
     let a = off.min(vlen);

@@ -83,6 +83,10 @@ pub struct BufferBenchArgs {
     /// Workloads of the anchors
     #[arg(long, value_delimiter = ',', default_value = "ro,rw50")]
     pub anchor_workloads: Vec<String>,
+    /// Rounds of the anchors run: every engine measured once per round, in
+    /// turn; each cell reports its median round
+    #[arg(long, default_value_t = 1)]
+    pub anchor_rounds: usize,
     /// Measured seconds per cell
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
@@ -185,6 +189,7 @@ impl BufferBenchArgs {
             restart_seconds: self.restart_seconds,
             anchor_mib: self.anchor_mib.clone(),
             anchor_workloads: workloads(&self.anchor_workloads)?,
+            anchor_rounds: self.anchor_rounds.max(1),
             anchor_child: vec![
                 exe.display().to_string(),
                 "bench".into(),

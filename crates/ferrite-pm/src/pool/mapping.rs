@@ -77,7 +77,7 @@ fn advise_huge(p: *mut libc::c_void, len: usize) {
 /// A zeroed private anonymous mapping of `len` bytes at a huge-page boundary,
 /// advised to use huge pages: the memory of large volatile pools (a random
 /// leaf access then costs no 4 KiB TLB miss, a nested page walk in a VM).
-pub(super) fn map_anon_huge(len: usize) -> std::io::Result<*mut u8> {
+pub(crate) fn map_anon_huge(len: usize) -> std::io::Result<*mut u8> {
     let at = aligned_range(len);
     let fixed = if at.is_null() { 0 } else { libc::MAP_FIXED };
     // SAFETY: either a fresh mapping anywhere, or over the reservation that

@@ -13,7 +13,7 @@ mod chunks;
 mod directory;
 mod flush;
 mod header;
-mod mapping;
+pub(crate) mod mapping;
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::OpenOptions;
