@@ -38,6 +38,10 @@ pub(crate) struct TreeInner {
 pub(crate) struct LeafPath<'a> {
     pub parent: Option<PageGuard<'a>>,
     pub leaf: PageGuard<'a>,
+    /// Offset of the leaf's swip in the parent (0 without a parent).
+    pub leaf_off: usize,
+    /// What the leaf was fixed with.
+    pub hint: Hint,
     /// Smallest key the leaf may hold (None: unbounded).
     pub lower: Option<Vec<u8>>,
     /// Keys from here on belong to later leaves (None: unbounded).
@@ -53,6 +57,37 @@ pub(crate) enum Route<'k> {
     Before(&'k [u8]),
     /// The rightmost child.
     Last,
+}
+
+impl<'a> LeafPath<'a> {
+    /// The same leaf latched exclusive, through the parent, which stays
+    /// latched shared all along (so the parent's swip still names the leaf
+    /// the descent chose): a reader that met a line fault loads the line
+    /// without descending again. `None` (and nothing latched) when the leaf
+    /// is the root: the caller then descends again.
+    pub(crate) fn relatch_exclusive(self, bm: &'a BufferManager) -> Result<Option<LeafPath<'a>>> {
+        let LeafPath {
+            parent,
+            leaf,
+            leaf_off,
+            hint,
+            lower,
+            upper,
+        } = self;
+        drop(leaf);
+        let Some(parent) = parent else {
+            return Ok(None);
+        };
+        let leaf = bm.fix_child(&parent, leaf_off, Mode::Exclusive, hint)?;
+        Ok(Some(LeafPath {
+            parent: Some(parent),
+            leaf,
+            leaf_off,
+            hint,
+            lower,
+            upper,
+        }))
+    }
 }
 
 impl TreeInner {
@@ -92,6 +127,8 @@ impl TreeInner {
                 return Ok(LeafPath {
                     parent: None,
                     leaf: g,
+                    leaf_off: 0,
+                    hint,
                     lower: None,
                     upper: None,
                 });
@@ -131,6 +168,8 @@ impl TreeInner {
                     return Ok(LeafPath {
                         parent: Some(g),
                         leaf: c,
+                        leaf_off: off,
+                        hint,
                         lower,
                         upper,
                     });

@@ -53,14 +53,28 @@ impl TreeInner {
         out: &mut Vec<u8>,
     ) -> Result<bool> {
         let _r = bm.reader();
-        let mut mode = Mode::Shared;
-        loop {
-            let mut p = self.descend(bm, Route::Key(key), mode, Hint::Leaf)?;
-            match leaf_get(&mut p.leaf, key, out) {
-                Err(e) if e.is_fault() && mode == Mode::Shared => mode = Mode::Exclusive,
-                r => return r,
-            }
+        self.read_leaf(bm, key, &mut |g| leaf_get(g, key, out))
+    }
+
+    /// Runs `f` on the leaf of `key`, latched shared; on a line fault, again
+    /// on the leaf latched exclusive (which loads the lines `f` reads),
+    /// relatched through its parent rather than by a second descent.
+    fn read_leaf(
+        &self,
+        bm: &BufferManager,
+        key: &[u8],
+        f: &mut dyn FnMut(&mut PageGuard<'_>) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut p = self.descend(bm, Route::Key(key), Mode::Shared, Hint::Leaf)?;
+        match f(&mut p.leaf) {
+            Err(e) if e.is_fault() => {}
+            r => return r,
         }
+        let mut p = match p.relatch_exclusive(bm)? {
+            Some(p) => p,
+            None => self.descend(bm, Route::Key(key), Mode::Exclusive, Hint::Leaf)?,
+        };
+        f(&mut p.leaf)
     }
 
     /// Copies bytes `off..off+len` of `key`'s value into `out` (clipped to
@@ -76,14 +90,7 @@ impl TreeInner {
         out: &mut Vec<u8>,
     ) -> Result<bool> {
         let _r = bm.reader();
-        let mut mode = Mode::Shared;
-        loop {
-            let mut p = self.descend(bm, Route::Key(key), mode, Hint::Leaf)?;
-            match leaf_get_part(&mut p.leaf, key, off, len, out) {
-                Err(e) if e.is_fault() && mode == Mode::Shared => mode = Mode::Exclusive,
-                r => return r,
-            }
-        }
+        self.read_leaf(bm, key, &mut |g| leaf_get_part(g, key, off, len, out))
     }
 
     /// Copies up to `limit` entries with key >= `from` (> when `strict`) of
