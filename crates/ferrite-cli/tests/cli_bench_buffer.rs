@@ -49,7 +49,10 @@ fn run(out: &PathBuf, extra: &[&str]) -> (String, String, i32) {
 fn the_five_designs_and_the_anchors_print_side_by_side_with_json_and_charts() {
     let out = std::env::temp_dir().join(format!("ferrite-bench-buffer-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);
-    let (text, err, code) = run(&out, &["--experiment", "mix,anchors"]);
+    let (text, err, code) = run(
+        &out,
+        &["--experiment", "mix,anchors", "--anchor-rounds", "2"],
+    );
     assert_eq!(code, 0, "{err}");
     for d in [
         "main-memory",
@@ -94,6 +97,29 @@ fn the_five_designs_and_the_anchors_print_side_by_side_with_json_and_charts() {
         assert!(a["durability"].as_str().unwrap().contains("fsync"));
         assert!(a["mops"].as_f64().unwrap() > 0.0);
     }
+    // Two rounds: each anchors cell (ours and theirs) is the median round,
+    // with both rounds beside it.
+    let cells: Vec<&Value> = results
+        .iter()
+        .filter(|r| r["experiment"] == "anchors")
+        .collect();
+    assert_eq!(cells.len(), 2 * 2 * 2 + 2 * 2 + 2, "{cells:?}");
+    for c in cells {
+        assert_eq!(c["rounds"], 2, "{c}");
+        let rounds: Vec<f64> = c["mops_rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        assert_eq!(rounds.len(), 2);
+        let m = c["mops"].as_f64().unwrap();
+        assert!(
+            rounds.iter().any(|r| (r - m).abs() <= 1e-4 * m.max(1.0)),
+            "{m} is not one of the rounds {rounds:?}"
+        );
+    }
+    assert!(text.contains("median of 2 rounds"), "{text}");
     let _ = std::fs::remove_dir_all(&out);
 }
 
