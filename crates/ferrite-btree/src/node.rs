@@ -187,19 +187,44 @@ fn lower_bound_page(
     let Some(slots) = page.get(SLOTS..h.slot_end()) else {
         return Err(format!("{} slots run past the page", h.count));
     };
-    let (mut lo, mut hi) = (0, h.count);
     let koff = if h.level == 0 { 2 } else { 8 };
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let b: &[u8; SLOT] = slots[mid * SLOT..(mid + 1) * SLOT].try_into().expect("8");
-        let sh = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-        let sl = u16::from_le_bytes([b[2], b[3]]) as usize;
-        let c = match cmp_by_head(sh, sl, kh, k) {
+    let found = search(h.count, strict, |mid| {
+        let b = &slots[mid * SLOT..(mid + 1) * SLOT];
+        let (sh, sl) = head_len(b);
+        Ok::<_, String>(Some(match cmp_by_head(sh, sl, kh, k) {
             Some(c) => c,
             None => {
                 let s = decode_slot(b, h, mid, ps)?;
                 page[s.off + koff..s.off + koff + s.klen].cmp(k)
             }
+        }))
+    })?;
+    Ok(found.expect("the comparison always decides"))
+}
+
+/// The head and key length in a slot's 8 bytes.
+#[inline]
+fn head_len(b: &[u8]) -> (u32, usize) {
+    (
+        u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+        u16::from_le_bytes([b[2], b[3]]) as usize,
+    )
+}
+
+/// The binary search of every `lower_bound` variant: the first of `count`
+/// slots whose key is >= the searched key (> when `strict`), `cmp(i)` giving
+/// the order of slot i's key against it; `Ok(None)` when `cmp` gives up.
+#[inline]
+fn search<E>(
+    count: usize,
+    strict: bool,
+    mut cmp: impl FnMut(usize) -> std::result::Result<Option<Ordering>, E>,
+) -> std::result::Result<Option<usize>, E> {
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let Some(c) = cmp(mid)? else {
+            return Ok(None);
         };
         let go_right = if strict {
             c != Ordering::Greater
@@ -212,7 +237,7 @@ fn lower_bound_page(
             hi = mid;
         }
     }
-    Ok(lo)
+    Ok(Some(lo))
 }
 
 /// The key of slot `s`.
@@ -255,22 +280,8 @@ pub fn lower_bound(g: &mut PageGuard<'_>, h: &Header, k: &[u8], strict: bool) ->
         }
     }
     let kh = head(k);
-    let (mut lo, mut hi) = (0, h.count);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let c = cmp_slot(g, h, mid, k, kh)?;
-        let go_right = if strict {
-            c != Ordering::Greater
-        } else {
-            c == Ordering::Less
-        };
-        if go_right {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(lo)
+    let found = search(h.count, strict, |mid| cmp_slot(g, h, mid, k, kh).map(Some))?;
+    Ok(found.expect("the comparison always decides"))
 }
 
 /// Slot arrays up to this many bytes (4 lines) are read whole by a search
@@ -287,27 +298,10 @@ fn lower_bound_slots(
 ) -> Result<Option<usize>> {
     let kh = head(k);
     let slots = g.read(SLOTS, h.count * SLOT)?;
-    let (mut lo, mut hi) = (0, h.count);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        let b = &slots[mid * SLOT..(mid + 1) * SLOT];
-        let sh = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
-        let sl = u16::from_le_bytes([b[2], b[3]]) as usize;
-        let Some(c) = cmp_by_head(sh, sl, kh, k) else {
-            return Ok(None);
-        };
-        let go_right = if strict {
-            c != Ordering::Greater
-        } else {
-            c == Ordering::Less
-        };
-        if go_right {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    Ok(Some(lo))
+    search(h.count, strict, |mid| {
+        let (sh, sl) = head_len(&slots[mid * SLOT..(mid + 1) * SLOT]);
+        Ok(cmp_by_head(sh, sl, kh, k))
+    })
 }
 
 /// Leaf: position of `k` and whether it is there.
