@@ -297,6 +297,8 @@ struct WorkerOut {
     lat: Vec<u64>,
     persist: PersistStats,
     done: u64,
+    /// When this worker passed the start barrier and when it finished.
+    start: Option<Instant>,
     end: Option<Instant>,
     stopped: bool,
     cpu: f64,
@@ -364,6 +366,7 @@ pub fn run(
                 }
                 barrier.wait();
                 let start = Instant::now();
+                o.start = Some(start);
                 let deadline = spec.max_seconds.map(|s| start + Duration::from_secs_f64(s));
                 let before = persist::thread_stats();
                 let cpu0 = thread_cpu_secs();
@@ -528,9 +531,13 @@ pub fn run(
     if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(e);
     }
-    let end = outs.iter().filter_map(|o| o.end).max().unwrap_or(t0);
+    // The measured window runs from the first worker's start to the last
+    // one's end, as the workers saw them: a worker may pass the barrier and
+    // even finish before this thread, descheduled, reads the clock for t0.
+    let begin = outs.iter().filter_map(|o| o.start).min().unwrap_or(t0);
+    let end = outs.iter().filter_map(|o| o.end).max().unwrap_or(begin);
     let mut st = RunStats {
-        secs: end.duration_since(t0).as_secs_f64(),
+        secs: end.duration_since(begin).as_secs_f64(),
         samples,
         ..RunStats::default()
     };
