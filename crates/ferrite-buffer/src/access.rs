@@ -262,13 +262,12 @@ impl<'a> PageGuard<'a> {
             return;
         }
         let end = off.saturating_add(len).min(ps);
-        let a = off / LINE * LINE;
         let base = match self.loc {
             Loc::Full(f) => self.bm.dram().buf(f),
             Loc::Pm(f) if self.overlay.is_none() => self.bm.pm().data(f),
             _ => return,
         };
-        ferrite_pm::prefetch::lines(base as usize + a, end - a);
+        ferrite_pm::prefetch::lines(base as usize + off, end - off);
     }
 
     /// Address of byte `off` (resident, see `prepare`).
@@ -276,7 +275,7 @@ impl<'a> PageGuard<'a> {
         match self.loc {
             Loc::Full(f) => {
                 // SAFETY: off is inside the page (checked by callers).
-                unsafe { self.bm.dram().common(f).buf().add(off) }
+                unsafe { self.bm.dram().buf(f).add(off) }
             }
             Loc::Mini(f) => {
                 // SAFETY: the guard holds the frame's latch.
@@ -287,7 +286,7 @@ impl<'a> PageGuard<'a> {
                     .position(|&s| s as usize == l)
                     .expect("resident line");
                 // SAFETY: pos < 16 slots of the mini buffer.
-                unsafe { self.bm.dram().common(f).buf().add(pos * LINE + off % LINE) }
+                unsafe { self.bm.dram().buf(f).add(pos * LINE + off % LINE) }
             }
             Loc::Pm(f) => {
                 let l = off / LINE;

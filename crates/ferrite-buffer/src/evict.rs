@@ -100,7 +100,7 @@ impl BufferManager {
                 // SAFETY: the parent's buffer is a page that is never freed; off
                 // is the 8-aligned offset of the swip this frame was swizzled
                 // through (a stale one fails the compare-and-swap below).
-                let w = unsafe { &*(pc.buf().add(off) as *const std::sync::atomic::AtomicU64) };
+                let w = unsafe { &*(dram.buf(pf).add(off) as *const std::sync::atomic::AtomicU64) };
                 if pc.state.load(Ordering::Acquire) != RESIDENT
                     || off + 8 > self.cfg.page_size
                     || w.load(Ordering::Acquire) != SWIZZLED | fid as u64
@@ -207,12 +207,12 @@ impl BufferManager {
             let st = unsafe { dram.mini_frame(fid).st() };
             for (p, &l) in st.slots[..st.count as usize].iter().enumerate() {
                 // SAFETY: slot p of the mini buffer.
-                let src = unsafe { std::slice::from_raw_parts(c.buf().add(p * LINE), LINE) };
+                let src = unsafe { std::slice::from_raw_parts(dram.buf(fid).add(p * LINE), LINE) };
                 img.as_mut_slice()[l as usize * LINE..(l as usize + 1) * LINE].copy_from_slice(src);
             }
         } else {
             // SAFETY: the buffer is a page; the caller holds the latch.
-            img = AlignedBuf::from_slice(unsafe { std::slice::from_raw_parts(c.buf(), ps) });
+            img = AlignedBuf::from_slice(unsafe { std::slice::from_raw_parts(dram.buf(fid), ps) });
             if c.children.load(Ordering::Acquire) > 0 {
                 let kind = img.as_slice()[crate::page::OFF_KIND];
                 let mut offs = Vec::new();

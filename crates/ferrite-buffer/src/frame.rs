@@ -8,9 +8,7 @@
 //! child's lines before it touches the child's descriptor.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use ferrite_pm::anon::{huge_vec, HugeRegion};
@@ -157,7 +155,6 @@ pub(crate) struct Common {
     pub pm: AtomicU32,
     /// LSN of the last record that changed the page in this frame.
     pub max_lsn: AtomicU64,
-    buf: AtomicPtr<u8>,
 }
 
 // The latch-side fields fit the descriptor's first line; the state follows.
@@ -176,14 +173,7 @@ impl Common {
             children: AtomicU32::new(0),
             pm: AtomicU32::new(u32::MAX),
             max_lsn: AtomicU64::new(0),
-            buf: AtomicPtr::new(std::ptr::null_mut()),
         }
-    }
-
-    /// The frame's buffer (allocated by [`DramTier::alloc`]).
-    #[inline]
-    pub fn buf(&self) -> *mut u8 {
-        self.buf.load(Ordering::Acquire)
     }
 
     /// Whether the frame currently holds `pid` and is usable.
@@ -261,26 +251,21 @@ impl DramTier {
         };
         let full_bufs = Arena::new(nfull * page_size);
         let mini_bufs = Arena::new(nmini * MINI_SLOTS * LINE);
-        let with_buf = |p: *mut u8| {
-            let c = Common::new();
-            c.buf.store(p, Ordering::Relaxed);
-            c
-        };
         DramTier {
             page_size,
             budget,
             full: {
                 let mut v = huge_vec(nfull);
-                v.extend((0..nfull).map(|i| Frame {
-                    c: with_buf(full_bufs.at(i * page_size)),
+                v.extend((0..nfull).map(|_| Frame {
+                    c: Common::new(),
                     st: UnsafeCell::new(FullState::default()),
                 }));
                 v.into_boxed_slice()
             },
             mini: {
                 let mut v = huge_vec(nmini);
-                v.extend((0..nmini).map(|i| Frame {
-                    c: with_buf(mini_bufs.at(i * MINI_SLOTS * LINE)),
+                v.extend((0..nmini).map(|_| Frame {
+                    c: Common::new(),
                     st: UnsafeCell::new(MiniState::default()),
                 }));
                 v.into_boxed_slice()
@@ -304,8 +289,8 @@ impl DramTier {
         }
     }
 
-    /// Buffer of frame `fid` (a valid id), computed from the id without
-    /// touching the descriptor.
+    /// Buffer of frame `fid`, computed from the id without touching the
+    /// descriptor (the frame's only record of its buffer).
     #[inline]
     pub fn buf(&self, fid: Fid) -> *mut u8 {
         if fid & MINI_BIT != 0 {
@@ -370,8 +355,7 @@ impl DramTier {
         }
     }
 
-    /// Takes a free frame of the kind within the budget, latched exclusive,
-    /// its buffer allocated; `None` when the budget or the frames are used up.
+    /// Takes a free frame of the kind within the budget, latched exclusive; `None` when the budget or the frames are used up.
     pub fn alloc(&self, mini: bool) -> Option<Fid> {
         let size = self.frame_bytes(mini);
         let mut cur = self.used.load(Ordering::Relaxed);
@@ -457,10 +441,11 @@ impl Arena {
         }
     }
 
-    /// Address of byte `off` (`off < len`, or 0 for an empty arena).
+    /// Address of byte `off`, which must lie in the arena (a frame id out of
+    /// range panics here, as indexing the descriptors would).
     #[inline]
     fn at(&self, off: usize) -> *mut u8 {
-        debug_assert!(off < self.0.len().max(1));
+        assert!(off < self.0.len(), "frame buffer offset {off} out of range");
         self.0.as_ptr().wrapping_add(off)
     }
 }

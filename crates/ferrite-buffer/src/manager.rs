@@ -421,7 +421,7 @@ impl BufferManager {
                 // SAFETY: the frame is latched exclusive.
                 let st = unsafe { dram.mini_frame(fid).st() };
                 // SAFETY: line 0 of the PM frame into slot 0 of the mini buffer.
-                unsafe { std::ptr::copy_nonoverlapping(src, c.buf(), LINE) };
+                unsafe { std::ptr::copy_nonoverlapping(src, dram.buf(fid), LINE) };
                 st.slots[0] = 0;
                 st.count = 1;
                 st.newer = newer;
@@ -432,12 +432,12 @@ impl BufferManager {
                 st.newer = newer;
                 if lazy {
                     // SAFETY: line 0 of the PM frame into line 0 of the frame.
-                    unsafe { std::ptr::copy_nonoverlapping(src, c.buf(), LINE) };
+                    unsafe { std::ptr::copy_nonoverlapping(src, dram.buf(fid), LINE) };
                     st.resident.set(0);
                     dram.counters.line_loads.fetch_add(1, Ordering::Relaxed);
                 } else {
                     // SAFETY: whole page from the PM frame.
-                    unsafe { std::ptr::copy_nonoverlapping(src, c.buf(), ps) };
+                    unsafe { std::ptr::copy_nonoverlapping(src, dram.buf(fid), ps) };
                     st.all_resident = true;
                     dram.counters.page_loads_pm.fetch_add(1, Ordering::Relaxed);
                 }
@@ -453,7 +453,7 @@ impl BufferManager {
         // SAFETY: the frame is latched exclusive; a full frame (minis only for PM pages).
         let st = unsafe { dram.full_frame(fid).st() };
         // SAFETY: the frame's buffer is a page.
-        let buf = unsafe { std::slice::from_raw_parts_mut(c.buf(), ps) };
+        let buf = unsafe { std::slice::from_raw_parts_mut(dram.buf(fid), ps) };
         match &self.ssd {
             Some(_) if fresh => buf.fill(0),
             Some(s) => {
@@ -676,7 +676,11 @@ impl BufferManager {
                 (lo, hi) = (lo.min(l), l);
                 // SAFETY: line l lies inside both the PM frame and the DRAM frame.
                 unsafe {
-                    std::ptr::copy_nonoverlapping(src.add(l * LINE), c.buf().add(l * LINE), LINE)
+                    std::ptr::copy_nonoverlapping(
+                        src.add(l * LINE),
+                        dram.buf(fid).add(l * LINE),
+                        LINE,
+                    )
                 };
                 st.resident.set(l);
                 n += 1;
@@ -717,7 +721,7 @@ impl BufferManager {
         let Some(f) = c.pm_frame() else {
             return false;
         };
-        let buf = c.buf();
+        let buf = dram.buf(fid);
         let mut dirty = 0u16;
         // Existing lines only move right: place them from the end.
         for (newp, &l) in merged.iter().enumerate().rev() {
@@ -769,7 +773,7 @@ impl BufferManager {
         let (m, f) = (dram.mini_frame(mini), dram.full_frame(full));
         // SAFETY: both frames are latched exclusive by this thread.
         let (ms, fs) = unsafe { (m.st(), f.st()) };
-        let (mb, fb) = (m.c.buf(), f.c.buf());
+        let (mb, fb) = (dram.buf(mini), dram.buf(full));
         for (p, &l) in ms.slots[..ms.count as usize].iter().enumerate() {
             // SAFETY: slot p of the mini buffer to line l of the full buffer.
             unsafe {
@@ -796,10 +800,9 @@ impl BufferManager {
         if m.c.swizzled.load(Ordering::Acquire) {
             let code = m.c.parent.load(Ordering::Acquire);
             let (pf, off) = ((code >> 32) as u32, (code & 0xffff_ffff) as usize);
-            let pc = dram.common(pf);
             // SAFETY: the parent is latched by the caller; off is the 8-aligned
             // swip this frame was swizzled through.
-            let w = unsafe { &*(pc.buf().add(off) as *const std::sync::atomic::AtomicU64) };
+            let w = unsafe { &*(dram.buf(pf).add(off) as *const std::sync::atomic::AtomicU64) };
             if w.compare_exchange(
                 SWIZZLED | mini as u64,
                 SWIZZLED | full as u64,

@@ -2,11 +2,16 @@
 //! soon (a leaf, the searched part of an inner node, the next pages of a
 //! chain). The one place the intrinsic is called.
 
-/// Asks the CPU to start loading the cache lines of `addr..addr + bytes`.
-/// `addr` need not be valid (it may come from a torn optimistic read): a
-/// prefetch has no architectural effect.
+/// Asks the CPU to start loading every cache line `addr..addr + bytes`
+/// touches (an unaligned range included: from the line of `addr` to the line
+/// of its last byte). `addr` need not be valid (it may come from a torn
+/// optimistic read): a prefetch has no architectural effect.
 #[inline(always)]
 pub fn lines(addr: usize, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    let (addr, bytes) = (addr & !63, bytes.saturating_add(addr & 63));
     #[cfg(target_arch = "x86_64")]
     for off in (0..bytes).step_by(64) {
         // SAFETY: a prefetch is a hint with no architectural effect, valid for
