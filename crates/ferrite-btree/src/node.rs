@@ -314,13 +314,7 @@ pub fn leaf_find(g: &mut PageGuard<'_>, h: &Header, k: &[u8]) -> Result<(usize, 
 /// Where the value of `key` lies in this leaf (offset, length); None when the
 /// leaf does not hold the key.
 pub fn find_value(g: &mut PageGuard<'_>, key: &[u8]) -> Result<Option<(usize, usize)>> {
-    let h = header(g)?;
-    let (pos, found) = leaf_find(g, &h, key)?;
-    if !found {
-        return Ok(None);
-    }
-    let s = slot(g, &h, pos)?;
-    leaf_value(g, &s).map(Some)
+    find_value_prefetch(g, key, 0, 0)
 }
 
 /// [`find_value`] for a read of bytes `off..off+len` of the value: once the
