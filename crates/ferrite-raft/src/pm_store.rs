@@ -256,6 +256,22 @@ impl<M: PmMap> PmStore<M> {
         })
     }
 
+    /// Runs up to `steps` clean-up steps now, each under the lock for one
+    /// page, as the committer does between groups; returns the bytes of the
+    /// pool they gave back. For a writer that would otherwise be refused
+    /// for lack of room: the background clean-up can fall behind a steady
+    /// stream of writes on a loaded machine.
+    pub fn reclaim(&self, steps: usize) -> Result<u64> {
+        let before = self.read(|c| c.map().space_used());
+        for _ in 0..steps {
+            if !self.shared.inner.write().unwrap().core.maintenance()? {
+                break;
+            }
+        }
+        let after = self.read(|c| c.map().space_used());
+        Ok(before.saturating_sub(after))
+    }
+
     /// Tells the store that space is short (or no longer): the list then
     /// cleans pages with less dead data, and the committer runs clean-up
     /// steps after every group even under a steady stream of writes.

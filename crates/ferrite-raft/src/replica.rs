@@ -228,6 +228,16 @@ impl Replica {
         }
     }
 
+    /// Runs up to `steps` clean-up steps of a PM store now; returns the
+    /// bytes of the pool they gave back (wal: nothing to do).
+    pub fn reclaim(&self, steps: usize) -> Result<u64> {
+        match self {
+            Replica::List(s) => s.reclaim(steps),
+            Replica::BTree(s) => s.reclaim(steps),
+            Replica::Wal(_) => Ok(0),
+        }
+    }
+
     /// Where a snapshot received from the leader goes.
     pub fn sink(&self, meta: &SnapshotMeta) -> Result<Box<dyn SnapshotSink>> {
         let at = meta.last_log_id.map_or(0, |l| l.index);

@@ -91,6 +91,15 @@ pub struct ServerConfig {
     /// the rest is room for replicas whose clean-up lags, for `DEL`s and
     /// for the clean-up itself.
     pub max_pool_use: u8,
+    /// How long a write that finds the pool full waits for the space
+    /// `DEL`s and overwrites have left to be reclaimed (a compaction and
+    /// clean-up steps run at once) before it is refused with `-OOM`. It is
+    /// refused sooner when a pass reclaims nothing.
+    pub room_wait: Duration,
+    /// How often a PM store's space is checked (and, under pressure, the
+    /// log compacted) in the background. Writes that find the pool full ask
+    /// for a check at once whatever this is.
+    pub space_check: Duration,
     /// How long `CLUSTER ADDNODE` waits for the new replica to catch up
     /// before it would make it a voter.
     pub catch_up_timeout: Duration,
@@ -119,6 +128,8 @@ impl ServerConfig {
             tripwire_early_ack: false,
             join: false,
             max_pool_use: 90,
+            room_wait: Duration::from_secs(5),
+            space_check: Duration::from_millis(50),
             catch_up_timeout: Duration::from_secs(300),
             drain_timeout: Duration::from_secs(10),
         }

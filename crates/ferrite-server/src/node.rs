@@ -59,6 +59,33 @@ pub struct Node {
     /// When the last AppendEntries (a heartbeat or entries) arrived from a
     /// leader.
     pub last_leader_contact: Mutex<Option<Instant>>,
+    /// Writers short of room ask [`keep_space`] for a pass now.
+    room: Room,
+}
+
+/// How a write that finds the pool full asks for the space others have
+/// freed (`DEL`s, overwrites) before it is refused: it takes a ticket and
+/// wakes [`keep_space`], whose next pass compacts the log and runs clean-up
+/// steps at once, then publishes the last ticket it served and whether it
+/// gave anything back. Without it a write was refused whenever the
+/// background clean-up had fallen behind, with the room there to be taken.
+struct Room {
+    wake: Notify,
+    /// Tickets taken.
+    asked: AtomicU64,
+    /// The last ticket a pass served, and whether that pass reclaimed
+    /// anything (a compaction or freed bytes).
+    served: watch::Sender<(u64, bool)>,
+}
+
+impl Room {
+    fn new() -> Room {
+        Room {
+            wake: Notify::new(),
+            asked: AtomicU64::new(0),
+            served: watch::Sender::new((0, false)),
+        }
+    }
 }
 
 /// Counts a request in flight until dropped.
@@ -144,15 +171,39 @@ impl Node {
         })
     }
 
+    /// Reclaims what can be reclaimed for `cmd` before it is refused: asks
+    /// [`keep_space`] for passes until the command fits, a pass gives
+    /// nothing back, or `room_wait` has passed. Returns the refusal if the
+    /// command still does not fit.
+    async fn make_room(&self, cmd: &Command) -> Option<String> {
+        let deadline = Instant::now() + self.cfg.room_wait;
+        let mut served = self.room.served.subscribe();
+        loop {
+            self.space_refusal(cmd)?;
+            let ticket = self.room.asked.fetch_add(1, Ordering::AcqRel) + 1;
+            self.room.wake.notify_one();
+            let left = deadline.saturating_duration_since(Instant::now());
+            let pass = tokio::time::timeout(left, served.wait_for(|(t, _)| *t >= ticket)).await;
+            match pass {
+                Ok(Ok(pass)) if pass.1 => continue,
+                // Nothing reclaimed, the time is up, or the space keeper
+                // has stopped.
+                _ => return self.space_refusal(cmd),
+            }
+        }
+    }
+
     /// Executes `op` here, as the leader.
     async fn exec_local(&self, op: &ClientOp) -> Result<ClientReply, Local> {
         match op {
             ClientOp::Write(cmd) => {
-                if let Some(why) = self.space_refusal(cmd) {
+                if self.space_refusal(cmd).is_some() {
                     if self.leader() != Some(self.id) {
                         return Err(Local::NotLeader);
                     }
-                    return Err(Local::Refused(why));
+                    if let Some(why) = self.make_room(cmd).await {
+                        return Err(Local::Refused(why));
+                    }
                 }
                 if self.cfg.tripwire_early_ack
                     && matches!(
@@ -533,6 +584,7 @@ impl Bound {
             inflight: AtomicUsize::new(0),
             drained: Notify::new(),
             last_leader_contact: Mutex::new(None),
+            room: Room::new(),
         });
         let mut tasks = vec![
             tokio::spawn(crate::peer::accept(node.clone(), self.peer)),
@@ -637,22 +689,31 @@ impl Server {
     }
 }
 
-/// Keeps a PM store's space bounded: every 50 ms, compares what the store
-/// occupies with the share of the pool writes may fill. Past half of that
-/// share, the store is under pressure: it cleans up eagerly, and the
+/// Keeps a PM store's space bounded: every `space_check` (50 ms), and at
+/// once when a write finds the pool full ([`Room`]), compares what the
+/// store occupies with the share of the pool writes may fill. Past half of
+/// that share, the store is under pressure: it cleans up eagerly, and the
 /// replica compacts — a snapshot (free for a PM store: the map is the
 /// snapshot) and a purge of the whole log up to it, which drops every
-/// superseded version and deleted key. (The usual snapshot policy, every
-/// `snapshot_every` entries with `keep_logs` kept, counts entries, not
-/// bytes: large values could fill a pool between two snapshots.)
+/// superseded version and deleted key. (The usual snapshot policy, every `snapshot_every` entries with
+/// `keep_logs` kept, counts entries, not bytes: large values could fill a
+/// pool between two snapshots.) A pass a writer asked for compacts if
+/// anything was applied since the last compaction and runs clean-up steps
+/// itself, rather than leaving them to the committer between groups.
 async fn keep_space(node: Arc<Node>) {
+    /// Clean-up steps (pages) of one pass a writer asked for.
+    const RECLAIM_STEPS: usize = 256;
     let mut stop = node.shutdown.clone();
     let mut compacted_at: Option<u64> = None;
+    let mut served = 0;
     loop {
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            _ = tokio::time::sleep(node.cfg.space_check) => {}
+            _ = node.room.wake.notified() => {}
         }
+        let ticket = node.room.asked.load(Ordering::Acquire);
+        let asked = ticket > served;
         let sp = node.replica.space();
         let (Some(cap), Some(limit)) = (sp.capacity, sp.write_limit(node.cfg.max_pool_use)) else {
             return;
@@ -661,7 +722,7 @@ async fn keep_space(node: Arc<Node>) {
         // writes may fill, or when the heap has almost no unclaimed chunks
         // left (a size class that runs out of blocks then has nowhere to
         // grow: reclaiming dead blocks refills the classes).
-        let pressed = sp.used > limit / 2 || sp.unclaimed < cap / 10;
+        let pressed = asked || sp.used > limit / 2 || sp.unclaimed < cap / 10;
         node.replica.set_space_pressure(pressed);
         if !pressed {
             continue;
@@ -673,43 +734,72 @@ async fn keep_space(node: Arc<Node>) {
             .last_applied
             .map_or(0, |l| l.index);
         // Compact when at least a few entries were applied since the last
-        // time (each compaction writes a little metadata itself).
-        if compacted_at.is_some_and(|c| applied < c + 16) {
-            continue;
-        }
-        if node.raft.trigger().snapshot().await.is_err() {
-            return;
-        }
-        let mut rx = node.raft.metrics();
-        let built = tokio::time::timeout(Duration::from_secs(5), async {
-            loop {
-                let s = rx.borrow_and_update().snapshot.map(|l| l.index);
-                if s.is_some_and(|s| s >= applied) {
-                    return s;
-                }
-                if rx.changed().await.is_err() {
-                    return None;
-                }
-            }
-        })
-        .await;
-        if let Ok(Some(snap)) = built {
-            // A leader keeps the entries a reachable replica still lacks:
-            // purged, they could only reach it in a snapshot, which a
-            // replica short of space cannot stage. (An unreachable one gets
-            // a snapshot when it is back.)
-            let upto = purge_bound(&node, snap);
-            if node.raft.trigger().purge_log(upto).await.is_err() {
+        // time (each compaction writes a little metadata itself), or any
+        // when a writer waits.
+        let due = match compacted_at {
+            None => true,
+            Some(c) if asked => applied > c,
+            Some(c) => applied >= c + 16,
+        };
+        if due {
+            if compact(&node, applied, cap, sp.used).await.is_err() {
                 return;
             }
-            tracing::debug!(
-                "replica {}: space pressure ({} of {cap} bytes): compacted up to {upto}",
-                node.id,
-                sp.used
-            );
+            compacted_at = Some(applied);
         }
-        compacted_at = Some(applied);
+        if asked {
+            let n = node.clone();
+            let freed = tokio::task::spawn_blocking(move || n.replica.reclaim(RECLAIM_STEPS))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|r| r.map_err(|e| e.to_string()));
+            let freed = freed.unwrap_or_else(|e| {
+                tracing::error!("replica {}: clean-up failed: {e}", node.id);
+                0
+            });
+            let now = node.replica.space();
+            let reclaimed = freed > 0 || now.used < sp.used || now.live < sp.live;
+            node.room.served.send_replace((ticket, reclaimed));
+            served = ticket;
+        }
     }
+}
+
+/// One compaction: a snapshot at `applied` and a purge of the log up to it
+/// (as far as [`purge_bound`] allows). `Err` when the raft instance has
+/// stopped.
+async fn compact(node: &Node, applied: u64, cap: u64, used: u64) -> Result<(), ()> {
+    if node.raft.trigger().snapshot().await.is_err() {
+        return Err(());
+    }
+    let mut rx = node.raft.metrics();
+    let built = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let s = rx.borrow_and_update().snapshot.map(|l| l.index);
+            if s.is_some_and(|s| s >= applied) {
+                return s;
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    })
+    .await;
+    if let Ok(Some(snap)) = built {
+        // A leader keeps the entries a reachable replica still lacks:
+        // purged, they could only reach it in a snapshot, which a replica
+        // short of space cannot stage. (An unreachable one gets a snapshot
+        // when it is back.)
+        let upto = purge_bound(node, snap);
+        if node.raft.trigger().purge_log(upto).await.is_err() {
+            return Err(());
+        }
+        tracing::debug!(
+            "replica {}: space pressure ({used} of {cap} bytes): compacted up to {upto}",
+            node.id
+        );
+    }
+    Ok(())
 }
 
 /// How far a replica under space pressure purges its log: up to its

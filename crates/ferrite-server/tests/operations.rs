@@ -483,11 +483,16 @@ fn space_stays_bounded_under_overwrites() {
             "{kind}: the log was purged as it went: {:?}",
             m.purged
         );
-        // Bounded well inside the pool: writes stop at 90 %; compaction
-        // starts at 45 %.
+        // Bounded inside the pool: compaction starts at 45 %, and writes
+        // stop at the write limit (90 %) — where a write waits for the
+        // clean-up to reclaim what the overwrites left (every write above
+        // succeeded) — plus the pipeline in flight when the limit was met.
+        // How far below the limit the background clean-up keeps the store
+        // depends on how much CPU it gets; the bound does not.
+        let limit = node.replica.space().write_limit(90).unwrap();
         assert!(
-            peak < cap * 3 / 4,
-            "{kind}: the store grew to {peak} of {cap} bytes"
+            peak <= limit + 32 * 2 * value.len() as u64,
+            "{kind}: the store grew to {peak} of {cap} bytes (limit {limit})"
         );
         drop(con);
     }
@@ -547,8 +552,11 @@ fn a_full_pool_refuses_writes_and_serves_reads() {
 }
 
 fn full_pool(kind: StoreKind) {
+    // No background space checks: whatever room a write finds, it finds
+    // because a write that met a full pool had it reclaimed.
     let mut c = Cluster::start(kind, 3, &format!("full-{kind}"), |cfg| {
         cfg.store.pool_size = 16 << 20;
+        cfg.space_check = Duration::from_secs(3600);
     });
     let mut con = c.client(1);
     let value = vec![b'z'; 8192];
@@ -599,27 +607,20 @@ fn full_pool(kind: StoreKind) {
         );
     };
     assert_eq!(e.code(), Some("OOM"), "{kind}: {e}");
-    // Deleting half the keys frees space (once compacted): writes work again.
+    // Deleting half the keys frees space: the next writes succeed at once
+    // (a write that finds the pool full has the space the DELs left
+    // reclaimed before it would be refused), through either replica.
     let mut pipe = redis::pipe();
     for k in (0..acked).filter(|k| k % 2 == 0) {
         pipe.del(format!("fill{k}")).ignore();
     }
     let _: () = pipe.query(&mut con).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match c2.set::<_, _, ()>("more", &value) {
-            Ok(()) => break,
-            Err(e) if e.code() == Some("OOM") && Instant::now() < deadline => {
-                std::thread::park_timeout(Duration::from_millis(20));
-            }
-            Err(e) => panic!("{kind}: writes did not come back after DEL: {e}"),
-        }
+    c2.set::<_, _, ()>("more", &value)
+        .unwrap_or_else(|e| panic!("{kind}: writes did not come back after DEL: {e}"));
+    for i in 0..acked / 4 {
+        con.set::<_, _, ()>(format!("again{i}"), &value)
+            .unwrap_or_else(|e| panic!("{kind}: write {i} after the DELs: {e}"));
     }
-    let mut more = 0;
-    while more < 10 && con.set::<_, _, ()>(format!("again{more}"), &value).is_ok() {
-        more += 1;
-    }
-    assert_eq!(more, 10, "{kind}: room for more after the DELs");
     // Everything is intact after a restart of every replica.
     drop((con, c2));
     for i in 0..3 {
@@ -635,4 +636,8 @@ fn full_pool(kind: StoreKind) {
         assert_eq!(v.is_some(), k % 2 == 1, "{kind} fill{k}");
     }
     assert_eq!(con.get::<_, Vec<u8>>("more").unwrap(), value, "{kind}");
+    for i in 0..acked / 4 {
+        let v: Vec<u8> = con.get(format!("again{i}")).unwrap();
+        assert_eq!(v, value, "{kind} again{i}");
+    }
 }

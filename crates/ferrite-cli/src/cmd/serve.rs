@@ -82,6 +82,11 @@ pub struct ServeArgs {
     /// on (PM stores)
     #[arg(long, default_value_t = 90, value_parser = clap::value_parser!(u8).range(10..=99))]
     pub max_pool_use: u8,
+    /// How long a write that finds the pool full waits for space freed by
+    /// DEL and overwrites to be reclaimed before -OOM (ms; sooner when
+    /// nothing is left to reclaim)
+    #[arg(long, default_value_t = 5000)]
+    pub room_wait_ms: u64,
     /// How long CLUSTER ADDNODE waits for a new replica to catch up (s)
     #[arg(long, default_value_t = 300)]
     pub catch_up_timeout_s: u64,
@@ -169,6 +174,7 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.tripwire_early_ack = a.tripwire_early_ack;
     cfg.join = a.join;
     cfg.max_pool_use = a.max_pool_use;
+    cfg.room_wait = Duration::from_millis(a.room_wait_ms);
     cfg.catch_up_timeout = Duration::from_secs(a.catch_up_timeout_s.max(1));
     cfg.requirepass = secret(&a.requirepass, &a.requirepass_file, "client password")?;
     cfg.cluster_secret = secret(&a.cluster_secret, &a.cluster_secret_file, "cluster secret")?
