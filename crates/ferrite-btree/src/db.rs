@@ -190,6 +190,13 @@ impl Database {
         self.inner.bm.checkpoint().map_err(kv_err)
     }
 
+    /// Writes every page newer in PM than on SSD to SSD and marks the PM
+    /// copies clean (after a checkpoint); the pages written
+    /// ([`ferrite_buffer::BufferManager::write_pm_to_ssd`]).
+    pub fn write_pm_to_ssd(&self) -> KvResult<u64> {
+        self.inner.bm.write_pm_to_ssd().map_err(kv_err)
+    }
+
     /// A clean close (a checkpoint): the next open redoes nothing.
     pub fn close(&self) -> KvResult<()> {
         self.inner.bm.close().map_err(kv_err)

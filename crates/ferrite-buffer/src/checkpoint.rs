@@ -7,6 +7,8 @@
 use std::sync::atomic::Ordering;
 
 use crate::access::is_mini;
+use ferrite_pm::tripwire::{armed, Tripwire};
+
 use crate::error::Result;
 use crate::manager::BufferManager;
 use crate::wal::record;
@@ -58,6 +60,71 @@ impl BufferManager {
             let st = unsafe { dram.full_frame(fid).st() };
             !st.dirty.is_empty() || (dram.common(fid).pm_frame().is_none() && st.newer)
         }
+    }
+
+    /// Writes every page whose PM copy is newer than its SSD copy to SSD,
+    /// syncs the page files, then marks those PM copies clean; they stay in
+    /// PM. Runs a checkpoint first (so DRAM's changes are in PM), with the
+    /// gate held: no operation runs meanwhile. Returns the pages written.
+    ///
+    /// What it is for: a bulk load through the three tiers leaves PM full
+    /// of pages that never reached SSD, and each of them is written when
+    /// PM first evicts it. A read-only phase after the load pays that debt
+    /// in its own time (YCSB-RO at 1.9 GiB measured 0.025 SSD writes per
+    /// lookup, a third of its SSD traffic, over its first minute). The
+    /// debt can be settled here, once, in large sequential batches instead.
+    /// Nothing is needed for correctness: a page newer in PM is durable
+    /// there.
+    ///
+    /// Crash safety: a flag is cleared only after the page's SSD write is
+    /// synced; a crash before that leaves the flag set (the page is written
+    /// once more later), never a clean flag over a stale SSD copy.
+    pub fn write_pm_to_ssd(&self) -> Result<u64> {
+        let _one = self.ckpt_lock.lock().unwrap();
+        let _gate = self.gate.write();
+        self.checkpoint_locked()?;
+        let Some(ssd) = &self.ssd else {
+            return Ok(0);
+        };
+        const BATCH: usize = 256;
+        let ps = self.cfg.page_size;
+        let mut written = 0;
+        let mut batch = Vec::with_capacity(BATCH);
+        let frames = self.pm.frames() as u32;
+        for f in 0..=frames {
+            if f < frames {
+                let d = &self.pm.descs[f as usize];
+                let pid = d.pid.load(Ordering::Acquire);
+                if pid == crate::pm::NO_PAGE || !d.newer.load(Ordering::Relaxed) {
+                    continue;
+                }
+                // SAFETY: the gate is held exclusive, so no operation or
+                // eviction touches the frame; its data is a whole page.
+                let mut img = ferrite_pm::AlignedBuf::from_slice(unsafe {
+                    std::slice::from_raw_parts(self.pm.data(f), ps)
+                });
+                let lsn = self.pm.hdr(f).lsn.load(Ordering::Acquire);
+                ssd.write_page(pid, img.as_mut_slice(), lsn)?;
+                batch.push(f);
+            }
+            if batch.len() == BATCH || (f == frames && !batch.is_empty()) {
+                if armed(Tripwire::BufferCleanBeforeSync) {
+                    // Broken on purpose: the frames are clean in PM before
+                    // their pages' SSD writes are durable.
+                    for &f in &batch {
+                        self.pm.mark_clean(f);
+                    }
+                    self.pm.fence()?;
+                }
+                ssd.sync()?;
+                for f in batch.drain(..) {
+                    self.pm.mark_clean(f);
+                    written += 1;
+                }
+                self.pm.fence()?;
+            }
+        }
+        Ok(written)
     }
 
     /// Closes cleanly: a checkpoint, after which the next open redoes

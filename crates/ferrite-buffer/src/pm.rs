@@ -487,6 +487,16 @@ impl PmTier {
         Ok(())
     }
 
+    /// Marks frame `f` no newer than its SSD copy (which the caller has
+    /// written and synced): the header's flag cleared and written back, not
+    /// fenced (the caller fences once for a batch).
+    pub fn mark_clean(&self, f: u32) {
+        let h = self.hdr(f);
+        store_u64(&h.flags, 0, Ordering::Release);
+        self.pool.flush(h as *const FrameHeader as *const u8, 64);
+        self.descs[f as usize].newer.store(false, Ordering::Relaxed);
+    }
+
     /// Clears frame `f`'s header (written back, not fenced: the caller fences
     /// once for a batch).
     pub fn invalidate(&self, f: u32) {

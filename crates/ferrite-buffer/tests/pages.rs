@@ -156,3 +156,57 @@ fn pages_survive_eviction_restart_and_clean_close_in_every_design() {
         check(&bm, &pids, &v2);
     }
 }
+
+/// After pages were written through the three tiers, `write_pm_to_ssd`
+/// settles the write-back PM owes SSD: a read phase that evicts PM pages
+/// then writes nothing to SSD, across a process crash (the clean flags are
+/// persistent), with every page intact. The same read phase without it
+/// writes the pages PM evicts (the control: the count the test asserts can
+/// be non-zero).
+#[test]
+fn pages_written_from_pm_to_ssd_leave_readers_no_write_back() {
+    for settle in [false, true] {
+        let c = cfg(Design::ThreeTier);
+        let pool =
+            Pool::create_volatile(c.pool_bytes() + (8 << 20), &PoolOptions::default()).unwrap();
+        let ssd = Arc::new(MemBackend::new());
+        let (bm, _) = open(&pool, &ssd, &c);
+        let pids = fill(&bm, 60);
+        // The last pages written are in DRAM and PM, newer than SSD.
+        for &p in &pids[40..] {
+            update(&bm, p, 10 + p);
+        }
+        let v2 = |p: u64| {
+            if pids.iter().position(|&x| x == p).unwrap() >= 40 {
+                10 + p
+            } else {
+                2
+            }
+        };
+        if settle {
+            let n = bm.write_pm_to_ssd().unwrap();
+            assert!(n > 0, "nothing was newer in PM");
+            assert_eq!(bm.write_pm_to_ssd().unwrap(), 0, "written twice");
+        } else {
+            bm.checkpoint().unwrap();
+        }
+        let img = pool.snapshot();
+        drop(bm);
+        drop(pool);
+        let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
+        let (bm, rep) = open(&pool, &ssd, &c);
+        assert_eq!(rep.records_redone, 0, "{rep:?}");
+        // Pages leaving DRAM are admitted to PM the second time: read
+        // everything a few times so that PM evicts.
+        for _ in 0..3 {
+            check(&bm, &pids, &v2);
+        }
+        let s = bm.stats();
+        assert!(s.pm_evictions > 0, "the reads evicted no PM page: {s:?}");
+        if settle {
+            assert_eq!(s.ssd_writes, 0, "{s:?}");
+        } else {
+            assert!(s.ssd_writes > 0, "{s:?}");
+        }
+    }
+}

@@ -46,6 +46,7 @@ fn every_tripwire_is_caught() {
         (Design::ThreeTier, Tripwire::BufferSkipWalRule),
         (Design::PmDirect, Tripwire::BufferSkipWalRule),
         (Design::ThreeTier, Tripwire::BufferInvalidateBeforeSync),
+        (Design::ThreeTier, Tripwire::BufferCleanBeforeSync),
         (Design::ThreeTier, Tripwire::BufferSkipUndo),
         (Design::SsdBm, Tripwire::BufferSkipUndo),
     ];

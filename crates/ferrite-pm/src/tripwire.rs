@@ -60,6 +60,9 @@ pub enum Tripwire {
     /// Buffer manager: PM eviction clears a frame before the page it wrote to
     /// SSD is synced.
     BufferInvalidateBeforeSync,
+    /// Buffer manager: `write_pm_to_ssd` marks PM frames clean before the
+    /// pages it wrote to SSD are synced.
+    BufferCleanBeforeSync,
     /// Buffer manager: restart does not undo loser transactions.
     BufferSkipUndo,
     /// Facade transactions: a commit applies its writes one by one instead of
@@ -68,7 +71,7 @@ pub enum Tripwire {
 }
 
 impl Tripwire {
-    pub const ALL: [Tripwire; 18] = [
+    pub const ALL: [Tripwire; 19] = [
         Tripwire::HeapNoLimbo,
         Tripwire::DirectoryStateFirst,
         Tripwire::LogSkipPayloadFlush,
@@ -85,6 +88,7 @@ impl Tripwire {
         Tripwire::BufferSkipCommitForce,
         Tripwire::BufferSkipWalRule,
         Tripwire::BufferInvalidateBeforeSync,
+        Tripwire::BufferCleanBeforeSync,
         Tripwire::BufferSkipUndo,
         Tripwire::TxnUnbatchedCommit,
     ];
@@ -107,6 +111,7 @@ impl Tripwire {
             Tripwire::BufferSkipCommitForce => "buffer.skip-commit-force",
             Tripwire::BufferSkipWalRule => "buffer.skip-wal-rule",
             Tripwire::BufferInvalidateBeforeSync => "buffer.invalidate-before-sync",
+            Tripwire::BufferCleanBeforeSync => "buffer.clean-before-sync",
             Tripwire::BufferSkipUndo => "buffer.skip-undo",
             Tripwire::TxnUnbatchedCommit => "txn.unbatched-commit",
         }
