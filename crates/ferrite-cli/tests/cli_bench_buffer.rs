@@ -134,3 +134,14 @@ fn bad_arguments_are_usage_or_option_errors() {
     assert!(err.contains("unknown design"), "{err}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Zero rounds would measure nothing: refused as a usage error (exit 64),
+/// naming the flag, before anything is loaded.
+#[test]
+fn zero_anchor_rounds_are_refused() {
+    let out = std::env::temp_dir().join(format!("ferrite-cli-rounds0-{}", std::process::id()));
+    let (_, err, code) = run(&out, &["--experiment", "anchors", "--anchor-rounds", "0"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--anchor-rounds"), "{err}");
+    assert!(!out.exists(), "wrote results for zero rounds");
+}

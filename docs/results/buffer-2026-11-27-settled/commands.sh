@@ -15,3 +15,5 @@ for i in 1 2 3; do
   $F bench buffer --experiment ycsb --sizes 1920 --designs ssd-bm,three-tier --out $OUT/beyond-pm-1920-run$i
 done
 $F bench buffer --experiment tpcc --warehouses 10 --designs ssd-bm,three-tier --out $OUT/tpcc
+# and the 1.5 GiB cell once
+$F bench buffer --experiment ycsb --sizes 1536 --designs ssd-bm,three-tier --out $OUT/beyond-pm-1536

@@ -85,8 +85,8 @@ pub struct BufferBenchArgs {
     pub anchor_workloads: Vec<String>,
     /// Rounds of the anchors run: every engine measured once per round, in
     /// turn; each cell reports its median round
-    #[arg(long, default_value_t = 1)]
-    pub anchor_rounds: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub anchor_rounds: u64,
     /// Measured seconds per cell
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
@@ -189,7 +189,7 @@ impl BufferBenchArgs {
             restart_seconds: self.restart_seconds,
             anchor_mib: self.anchor_mib.clone(),
             anchor_workloads: workloads(&self.anchor_workloads)?,
-            anchor_rounds: self.anchor_rounds.max(1),
+            anchor_rounds: self.anchor_rounds as usize,
             anchor_child: vec![
                 exe.display().to_string(),
                 "bench".into(),
