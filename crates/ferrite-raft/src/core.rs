@@ -531,6 +531,15 @@ impl<M: PmMap> RaftCore<M> {
         self.generation
     }
 
+    /// What holds dead space back for now: keys whose superseded or
+    /// deleted versions wait for the log to be purged past the entry that
+    /// superseded them (a lagging replica holds a leader's purge back), plus
+    /// snapshot reads in progress (they pin old versions and pause the
+    /// list's clean-up). Zero when everything dead can be reclaimed now.
+    pub fn held_back(&self) -> u64 {
+        (self.gc_queue.len() + self.pins.len()) as u64
+    }
+
     /// Whether a snapshot is being read.
     pub fn pinned(&self) -> bool {
         !self.pins.is_empty()

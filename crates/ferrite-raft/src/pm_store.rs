@@ -252,6 +252,7 @@ impl<M: PmMap> PmStore<M> {
                 capacity: Some(chunks * cs),
                 unclaimed: free * cs,
                 chunk: cs,
+                held_back: c.held_back(),
             }
         })
     }

@@ -83,6 +83,11 @@ pub struct Space {
     pub unclaimed: u64,
     /// PM stores: the heap's chunk size (a size class claims whole chunks).
     pub chunk: u64,
+    /// PM stores: what holds dead space back for now (keys whose old
+    /// versions wait for the log purge, snapshot reads in progress); zero
+    /// when all dead space can be reclaimed now. See
+    /// [`RaftCore::held_back`](crate::core::RaftCore::held_back).
+    pub held_back: u64,
 }
 
 impl Space {
@@ -213,6 +218,7 @@ impl Replica {
                     capacity: None,
                     unclaimed: 0,
                     chunk: 0,
+                    held_back: 0,
                 }
             }
         }

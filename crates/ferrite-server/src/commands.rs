@@ -568,6 +568,7 @@ fn store_section(node: &Node, st: &ferrite_raft::ReplicaStatus) -> Vec<(String, 
                 format!("{:.1}", 100.0 * sp.fraction()),
             ),
             ("pool_write_limit_bytes".into(), limit.to_string()),
+            ("store_held_back".into(), sp.held_back.to_string()),
             (
                 "pool_full".into(),
                 // Less than 1 % of the pool left below the write limit.

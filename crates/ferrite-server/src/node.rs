@@ -66,16 +66,29 @@ pub struct Node {
 /// How a write that finds the pool full asks for the space others have
 /// freed (`DEL`s, overwrites) before it is refused: it takes a ticket and
 /// wakes [`keep_space`], whose next pass compacts the log and runs clean-up
-/// steps at once, then publishes the last ticket it served and whether it
-/// gave anything back. Without it a write was refused whenever the
-/// background clean-up had fallen behind, with the room there to be taken.
+/// steps at once, then publishes the last ticket it served and what came of
+/// it. Without it a write was refused whenever the background clean-up had
+/// fallen behind, with the room there to be taken.
 struct Room {
     wake: Notify,
     /// Tickets taken.
     asked: AtomicU64,
-    /// The last ticket a pass served, and whether that pass reclaimed
-    /// anything (a compaction or freed bytes).
-    served: watch::Sender<(u64, bool)>,
+    /// The last ticket a pass served, and what that pass found.
+    served: watch::Sender<(u64, Pass)>,
+}
+
+/// What a pass of [`keep_space`] a writer asked for came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Pass {
+    /// It gave space back (a compaction or freed bytes): worth another.
+    Reclaimed,
+    /// Nothing yet, but dead space is held back by something that passes:
+    /// a replica still receiving the entries that superseded it (the
+    /// leader purges no further than every reachable replica holds) or a
+    /// snapshot being read. Worth another once that moves.
+    HeldBack,
+    /// Nothing to reclaim: the pool is full of live data.
+    Nothing,
 }
 
 impl Room {
@@ -83,7 +96,7 @@ impl Room {
         Room {
             wake: Notify::new(),
             asked: AtomicU64::new(0),
-            served: watch::Sender::new((0, false)),
+            served: watch::Sender::new((0, Pass::Nothing)),
         }
     }
 }
@@ -106,6 +119,14 @@ enum Local {
     /// Refused with a reply of its own kind (`OOM …`), sent as it is.
     Refused(String),
 }
+
+/// How long a write short of room waits before asking for another pass
+/// when dead space is held back and the raft metrics do not move.
+const HELD_BACK_RETRY: Duration = Duration::from_millis(20);
+
+/// How long a compaction waits for raft to carry out the purge it asked
+/// for (it is queued, and deferred while the entries are being sent).
+const PURGE_WAIT: Duration = Duration::from_secs(1);
 
 /// Prefix of the refusal of a write that would fill the pool (Redis's reply
 /// when `maxmemory` is reached starts with it too).
@@ -172,21 +193,36 @@ impl Node {
     }
 
     /// Reclaims what can be reclaimed for `cmd` before it is refused: asks
-    /// [`keep_space`] for passes until the command fits, a pass gives
-    /// nothing back, or `room_wait` has passed. Returns the refusal if the
-    /// command still does not fit.
+    /// [`keep_space`] for passes until the command fits, a pass finds
+    /// nothing to reclaim, or `room_wait` has passed. A pass that finds
+    /// dead space held back (a follower still receiving the `DEL`s, a
+    /// snapshot being read) is asked again once the raft state moves (or
+    /// after [`HELD_BACK_RETRY`]). Returns the refusal if the command still
+    /// does not fit.
     async fn make_room(&self, cmd: &Command) -> Option<String> {
         let deadline = Instant::now() + self.cfg.room_wait;
         let mut served = self.room.served.subscribe();
+        let mut metrics = self.raft.metrics();
         loop {
             self.space_refusal(cmd)?;
             let ticket = self.room.asked.fetch_add(1, Ordering::AcqRel) + 1;
             self.room.wake.notify_one();
             let left = deadline.saturating_duration_since(Instant::now());
             let pass = tokio::time::timeout(left, served.wait_for(|(t, _)| *t >= ticket)).await;
-            match pass {
-                Ok(Ok(pass)) if pass.1 => continue,
-                // Nothing reclaimed, the time is up, or the space keeper
+            match pass.map(|r| r.map(|p| p.1)) {
+                Ok(Ok(Pass::Reclaimed)) => continue,
+                Ok(Ok(Pass::HeldBack)) => {
+                    metrics.borrow_and_update();
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let wait = left.min(HELD_BACK_RETRY);
+                    if wait.is_zero() {
+                        return self.space_refusal(cmd);
+                    }
+                    // Replication progress shows in the metrics; a snapshot
+                    // read ending does not, hence the bound.
+                    let _ = tokio::time::timeout(wait, metrics.changed()).await;
+                }
+                // Nothing to reclaim, the time is up, or the space keeper
                 // has stopped.
                 _ => return self.space_refusal(cmd),
             }
@@ -705,6 +741,10 @@ async fn keep_space(node: Arc<Node>) {
     const RECLAIM_STEPS: usize = 256;
     let mut stop = node.shutdown.clone();
     let mut compacted_at: Option<u64> = None;
+    // Whether the last compaction's purge stopped short of its snapshot (a
+    // reachable replica lacked entries): the next pass under pressure
+    // compacts again even with nothing new applied.
+    let mut purge_short = false;
     let mut served = 0;
     loop {
         tokio::select! {
@@ -735,15 +775,16 @@ async fn keep_space(node: Arc<Node>) {
             .map_or(0, |l| l.index);
         // Compact when at least a few entries were applied since the last
         // time (each compaction writes a little metadata itself), or any
-        // when a writer waits.
+        // when a writer waits, or again when the last purge fell short.
         let due = match compacted_at {
             None => true,
-            Some(c) if asked => applied > c,
-            Some(c) => applied >= c + 16,
+            Some(c) if asked => applied > c || purge_short,
+            Some(c) => applied >= c + 16 || purge_short,
         };
         if due {
-            if compact(&node, applied, cap, sp.used).await.is_err() {
-                return;
+            match compact(&node, applied, cap, sp.used).await {
+                Err(()) => return,
+                Ok(short) => purge_short = short,
             }
             compacted_at = Some(applied);
         }
@@ -758,17 +799,24 @@ async fn keep_space(node: Arc<Node>) {
                 0
             });
             let now = node.replica.space();
-            let reclaimed = freed > 0 || now.used < sp.used || now.live < sp.live;
-            node.room.served.send_replace((ticket, reclaimed));
+            let pass = if freed > 0 || now.used < sp.used || now.live < sp.live {
+                Pass::Reclaimed
+            } else if purge_short || now.held_back > 0 {
+                Pass::HeldBack
+            } else {
+                Pass::Nothing
+            };
+            node.room.served.send_replace((ticket, pass));
             served = ticket;
         }
     }
 }
 
 /// One compaction: a snapshot at `applied` and a purge of the log up to it
-/// (as far as [`purge_bound`] allows). `Err` when the raft instance has
-/// stopped.
-async fn compact(node: &Node, applied: u64, cap: u64, used: u64) -> Result<(), ()> {
+/// (as far as [`purge_bound`] allows). `Ok(true)` when the purge stopped
+/// short of the snapshot (a reachable replica still lacks entries); `Err`
+/// when the raft instance has stopped.
+async fn compact(node: &Node, applied: u64, cap: u64, used: u64) -> Result<bool, ()> {
     if node.raft.trigger().snapshot().await.is_err() {
         return Err(());
     }
@@ -785,21 +833,42 @@ async fn compact(node: &Node, applied: u64, cap: u64, used: u64) -> Result<(), (
         }
     })
     .await;
-    if let Ok(Some(snap)) = built {
-        // A leader keeps the entries a reachable replica still lacks:
-        // purged, they could only reach it in a snapshot, which a replica
-        // short of space cannot stage. (An unreachable one gets a snapshot
-        // when it is back.)
-        let upto = purge_bound(node, snap);
-        if node.raft.trigger().purge_log(upto).await.is_err() {
-            return Err(());
-        }
-        tracing::debug!(
-            "replica {}: space pressure ({used} of {cap} bytes): compacted up to {upto}",
-            node.id
-        );
+    let Ok(Some(snap)) = built else {
+        return Ok(false);
+    };
+    // A leader keeps the entries a reachable replica still lacks: purged,
+    // they could only reach it in a snapshot, which a replica short of
+    // space cannot stage. (An unreachable one gets a snapshot when it is
+    // back.)
+    let upto = purge_bound(node, snap);
+    if node.raft.trigger().purge_log(upto).await.is_err() {
+        return Err(());
     }
-    Ok(())
+    // The trigger only queues the purge, and raft defers it while entries
+    // up to `upto` are still being sent: wait (a little) for it, so that a
+    // pass measures what the purge gave back. A purge still pending counts
+    // as one that fell short: the next pass tries again.
+    let purged = tokio::time::timeout(PURGE_WAIT, async {
+        loop {
+            if rx
+                .borrow_and_update()
+                .purged
+                .is_some_and(|p| p.index >= upto)
+            {
+                return true;
+            }
+            if rx.changed().await.is_err() {
+                return false;
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    tracing::debug!(
+        "replica {}: space pressure ({used} of {cap} bytes): compacted up to {upto} (snapshot {snap})",
+        node.id
+    );
+    Ok(upto < snap || !purged)
 }
 
 /// How far a replica under space pressure purges its log: up to its
