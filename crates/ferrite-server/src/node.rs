@@ -813,8 +813,9 @@ async fn keep_space(node: Arc<Node>) {
 }
 
 /// One compaction: a snapshot at `applied` and a purge of the log up to it
-/// (as far as [`purge_bound`] allows). `Ok(true)` when the purge stopped
-/// short of the snapshot (a reachable replica still lacks entries); `Err`
+/// (as far as [`purge_bound`] allows). `Ok(true)` when it fell short: the
+/// purge stopped before `applied` (a reachable replica still lacks
+/// entries, raft has not carried it out yet, no snapshot was built); `Err`
 /// when the raft instance has stopped.
 async fn compact(node: &Node, applied: u64, cap: u64, used: u64) -> Result<bool, ()> {
     if node.raft.trigger().snapshot().await.is_err() {
@@ -834,7 +835,8 @@ async fn compact(node: &Node, applied: u64, cap: u64, used: u64) -> Result<bool,
     })
     .await;
     let Ok(Some(snap)) = built else {
-        return Ok(false);
+        // No snapshot in time: nothing purged; the next pass tries again.
+        return Ok(true);
     };
     // A leader keeps the entries a reachable replica still lacks: purged,
     // they could only reach it in a snapshot, which a replica short of
