@@ -87,44 +87,34 @@ impl BufferManager {
             return Ok(0);
         };
         const BATCH: usize = 256;
-        let ps = self.cfg.page_size;
-        let mut written = 0;
-        let mut batch = Vec::with_capacity(BATCH);
-        let frames = self.pm.frames() as u32;
-        for f in 0..=frames {
-            if f < frames {
+        let owed: Vec<(u32, u64)> = (0..self.pm.frames() as u32)
+            .filter_map(|f| {
                 let d = &self.pm.descs[f as usize];
                 let pid = d.pid.load(Ordering::Acquire);
-                if pid == crate::pm::NO_PAGE || !d.newer.load(Ordering::Relaxed) {
-                    continue;
-                }
+                (pid != crate::pm::NO_PAGE && d.newer.load(Ordering::Relaxed)).then_some((f, pid))
+            })
+            .collect();
+        for batch in owed.chunks(BATCH) {
+            for &(f, pid) in batch {
                 // SAFETY: the gate is held exclusive, so no operation or
-                // eviction touches the frame; its data is a whole page.
-                let mut img = ferrite_pm::AlignedBuf::from_slice(unsafe {
-                    std::slice::from_raw_parts(self.pm.data(f), ps)
-                });
-                let lsn = self.pm.hdr(f).lsn.load(Ordering::Acquire);
-                ssd.write_page(pid, img.as_mut_slice(), lsn)?;
-                batch.push(f);
+                // eviction touches the frame.
+                unsafe { self.write_pm_frame_to_ssd(ssd, f, pid)? };
             }
-            if batch.len() == BATCH || (f == frames && !batch.is_empty()) {
-                if armed(Tripwire::BufferCleanBeforeSync) {
-                    // Broken on purpose: the frames are clean in PM before
-                    // their pages' SSD writes are durable.
-                    for &f in &batch {
-                        self.pm.mark_clean(f);
-                    }
-                    self.pm.fence()?;
-                }
-                ssd.sync()?;
-                for f in batch.drain(..) {
+            if armed(Tripwire::BufferCleanBeforeSync) {
+                // Broken on purpose: the frames are clean in PM before
+                // their pages' SSD writes are durable.
+                for &(f, _) in batch {
                     self.pm.mark_clean(f);
-                    written += 1;
                 }
                 self.pm.fence()?;
             }
+            ssd.sync()?;
+            for &(f, _) in batch {
+                self.pm.mark_clean(f);
+            }
+            self.pm.fence()?;
         }
-        Ok(written)
+        Ok(owed.len() as u64)
     }
 
     /// Closes cleanly: a checkpoint, after which the next open redoes

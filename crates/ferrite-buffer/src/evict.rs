@@ -14,6 +14,7 @@ use crate::error::{BufferError, Result};
 use crate::frame::{Fid, NO_FRAME, NO_PARENT, RESIDENT};
 use crate::manager::BufferManager;
 use crate::pm::NO_PAGE;
+use crate::ssd::SsdTier;
 use crate::swip::{Swip, SWIZZLED};
 use crate::table::Entry;
 
@@ -498,17 +499,11 @@ impl BufferManager {
 
     fn evict_pm_write(&self, batch: &[(u32, u64)]) -> Result<()> {
         let ssd = self.ssd.as_ref().expect("checked by the caller");
-        let ps = self.cfg.page_size;
         let early = armed(Tripwire::BufferInvalidateBeforeSync);
         for &(f, pid) in batch {
             if self.pm.descs[f as usize].newer.load(Ordering::Relaxed) {
-                self.pm.model_read(f, 0, ps / LINE - 1);
-                // SAFETY: the frame is latched exclusive; its data is a page.
-                let mut img = AlignedBuf::from_slice(unsafe {
-                    std::slice::from_raw_parts(self.pm.data(f), ps)
-                });
-                let lsn = self.pm.hdr(f).lsn.load(Ordering::Acquire);
-                ssd.write_page(pid, img.as_mut_slice(), lsn)?;
+                // SAFETY: the frame is latched exclusive.
+                unsafe { self.write_pm_frame_to_ssd(ssd, f, pid)? };
             }
             if early {
                 self.pm.invalidate(f);
@@ -522,5 +517,28 @@ impl BufferManager {
             self.pm.invalidate(f);
         }
         self.pm.fence()
+    }
+
+    /// Writes PM frame `f`'s page `pid` to SSD with the frame's LSN (not
+    /// synced), counting the page's read from PM.
+    ///
+    /// # Safety
+    ///
+    /// Nothing may write the frame meanwhile: it is latched exclusive, or
+    /// the gate is held exclusive.
+    pub(crate) unsafe fn write_pm_frame_to_ssd(
+        &self,
+        ssd: &SsdTier,
+        f: u32,
+        pid: u64,
+    ) -> Result<()> {
+        let ps = self.cfg.page_size;
+        self.pm.model_read(f, 0, ps / LINE - 1);
+        // SAFETY: the caller keeps writers out; the frame's data is a whole
+        // page.
+        let mut img =
+            AlignedBuf::from_slice(unsafe { std::slice::from_raw_parts(self.pm.data(f), ps) });
+        let lsn = self.pm.hdr(f).lsn.load(Ordering::Acquire);
+        ssd.write_page(pid, img.as_mut_slice(), lsn)
     }
 }
