@@ -194,6 +194,22 @@ impl BufferManager {
         )
     }
 
+    /// Frame `fid` as a whole page for writing to PM: the DRAM buffer
+    /// itself when it already is one (a full frame without swizzled
+    /// children), else [`BufferManager::frame_image`]'s copy. Saves a page
+    /// copy (16 KiB by default) and its allocation on every write-back of a
+    /// leaf. The caller holds the frame's latch until it drops the image.
+    fn page_for_pm(&self, fid: Fid) -> Result<PageImage<'_>> {
+        let dram = self.dram();
+        if !is_mini(fid) && dram.common(fid).children.load(Ordering::Acquire) == 0 {
+            // SAFETY: a full frame's buffer is a whole page, and the caller's
+            // latch keeps writers out while the slice lives.
+            let page = unsafe { std::slice::from_raw_parts(dram.buf(fid), self.cfg.page_size) };
+            return Ok(PageImage::InPlace(page));
+        }
+        Ok(PageImage::Copied(self.frame_image(fid)?))
+    }
+
     /// A copy of frame `fid` as a whole page (unloaded lines of a partly
     /// resident frame are whatever the buffer holds; callers only use loaded
     /// lines), with swizzled swips written as page ids.
@@ -269,7 +285,7 @@ impl BufferManager {
         if let Some(pmf) = c.pm_frame() {
             if !dirty.is_empty() {
                 self.wal_rule(lsn)?;
-                let img = self.frame_image(fid)?;
+                let img = self.page_for_pm(fid)?;
                 let write: Vec<u16> = if self.cfg.techniques.cache_line_grained || is_mini(fid) {
                     dirty
                 } else {
@@ -328,7 +344,13 @@ impl BufferManager {
                 self.pm.put_free(f);
                 return Err(e);
             }
-            let img = self.frame_image(fid)?;
+            let img = match self.page_for_pm(fid) {
+                Ok(img) => img,
+                Err(e) => {
+                    self.pm.put_free(f);
+                    return Err(e);
+                }
+            };
             if let Err(e) = self.pm.admit(f, pid, img.as_slice(), lsn, newer) {
                 self.pm.put_free(f);
                 return Err(e);
@@ -540,5 +562,21 @@ impl BufferManager {
             AlignedBuf::from_slice(unsafe { std::slice::from_raw_parts(self.pm.data(f), ps) });
         let lsn = self.pm.hdr(f).lsn.load(Ordering::Acquire);
         ssd.write_page(pid, img.as_mut_slice(), lsn)
+    }
+}
+
+/// A DRAM frame as a page: the frame's own buffer, or a copy with its
+/// swizzled swips written as page ids.
+enum PageImage<'a> {
+    InPlace(&'a [u8]),
+    Copied(AlignedBuf),
+}
+
+impl PageImage<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            PageImage::InPlace(p) => p,
+            PageImage::Copied(b) => b.as_slice(),
+        }
     }
 }
