@@ -1,0 +1,15 @@
+#!/bin/bash
+# Issue 10's "between DRAM and PM" TPC-C cell (4 warehouses, 578 MiB: more than
+# DRAM's 256 MiB, less than PM's 1280 MiB), PM-direct beside three-tier, six
+# alternating rounds of two binaries: "old" = commit e126b2d, "new" = f0602fa
+# (a DRAM frame written back to PM is read in place instead of copied first).
+# Each binary built with `cargo build --release -p ferrite-cli` at its commit
+# and copied to /tmp/tp/ferrite-{old,new}. Quiet machine (load average 0.85-1.24).
+set -e
+OUT=${1:-docs/results/buffer-2026-11-27-between}
+for i in 1 2 3 4 5 6; do
+  for b in old new; do
+    /tmp/tp/ferrite-$b bench buffer --experiment tpcc --warehouses 4 \
+      --designs pm-direct,three-tier --seconds 10 --out $OUT/$b-$i > $OUT/$b-$i/output.txt
+  done
+done
