@@ -13,3 +13,8 @@ for i in 1 2 3 4 5 6; do
       --designs pm-direct,three-tier --seconds 10 --out $OUT/$b-$i > $OUT/$b-$i/output.txt
   done
 done
+# then YCSB-RO at 768 MiB (746 MiB of data), the "after" binary, four runs
+for i in 1 2 3 4; do
+  /tmp/tp/ferrite-new bench buffer --experiment ycsb --sizes 768 --designs pm-direct,three-tier \
+    --out $OUT/ycsb-768-run$i > $OUT/ycsb-768-run$i/output.txt
+done
