@@ -18,3 +18,7 @@ for i in 1 2 3 4; do
   /tmp/tp/ferrite-new bench buffer --experiment ycsb --sizes 768 --designs pm-direct,three-tier \
     --out $OUT/ycsb-768-run$i > $OUT/ycsb-768-run$i/output.txt
 done
+# rebuild and wear with the current binary (target/release/ferrite at 73d1c00)
+F=target/release/ferrite
+$F bench buffer --experiment rebuild --out $OUT/rebuild > $OUT/rebuild/output.txt
+$F bench buffer --experiment wear --mid-mib 1024 --wear-ops 300000 --out $OUT/wear > $OUT/wear/output.txt
