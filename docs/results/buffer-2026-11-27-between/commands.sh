@@ -22,3 +22,13 @@ done
 F=target/release/ferrite
 $F bench buffer --experiment rebuild --out $OUT/rebuild > $OUT/rebuild/output.txt
 $F bench buffer --experiment wear --mid-mib 1024 --wear-ops 300000 --out $OUT/wear > $OUT/wear/output.txt
+# the in-DRAM anchors, five rounds (current binary)
+$F bench buffer --experiment anchors --anchor-mib 128 --anchor-workloads ro --anchor-rounds 5 --out $OUT/anchors > $OUT/anchors/output.txt
+# A/B in DRAM: the binary of the 2026-11-26 quiet anchors run (7dc100c, built from a
+# worktree into /tmp/tp/ferrite-7dc) against the current one, alternating
+for i in 1 2 3; do
+  for b in 7dc new; do
+    /tmp/tp/ferrite-$b bench buffer --experiment ycsb --sizes 128 --designs main-memory,three-tier \
+      --out $OUT/in-dram-ab/$b-$i > $OUT/in-dram-ab/$b-$i/output.txt
+  done
+done
