@@ -340,18 +340,11 @@ impl BufferManager {
             }
         };
         if let Some(f) = frame {
-            if let Err(e) = self.wal_rule(lsn) {
-                self.pm.put_free(f);
-                return Err(e);
-            }
-            let img = match self.page_for_pm(fid) {
-                Ok(img) => img,
-                Err(e) => {
-                    self.pm.put_free(f);
-                    return Err(e);
-                }
-            };
-            if let Err(e) = self.pm.admit(f, pid, img.as_slice(), lsn, newer) {
+            let admitted = self
+                .wal_rule(lsn)
+                .and_then(|()| self.page_for_pm(fid))
+                .and_then(|img| self.pm.admit(f, pid, img.as_slice(), lsn, newer));
+            if let Err(e) = admitted {
                 self.pm.put_free(f);
                 return Err(e);
             }

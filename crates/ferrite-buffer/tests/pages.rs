@@ -43,6 +43,22 @@ fn open(
     BufferManager::open(pool, "bm", backend, c.clone(), Arc::new(NoStructures)).unwrap()
 }
 
+/// A process crash (the pool as the CPU saw it, the SSD files as written),
+/// then a restart on the same configuration.
+fn crash_reopen(
+    bm: Arc<BufferManager>,
+    pool: Pool,
+    ssd: &Arc<MemBackend>,
+    c: &BufferConfig,
+) -> (Pool, Arc<BufferManager>, ferrite_buffer::RestartReport) {
+    let img = pool.snapshot();
+    drop(bm);
+    drop(pool);
+    let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
+    let (bm, rep) = open(&pool, ssd, c);
+    (pool, bm, rep)
+}
+
 fn pattern(pid: u64, version: u64) -> Vec<u8> {
     (0..200)
         .map(|i| (pid * 31 + version * 7 + i) as u8)
@@ -134,11 +150,7 @@ fn pages_survive_eviction_restart_and_clean_close_in_every_design() {
             assert!(s.pm_evictions > 0, "{}: no PM eviction", design.name());
         }
         // A process crash: the pool as the CPU saw it, the SSD files as written.
-        let img = pool.snapshot();
-        drop(bm);
-        drop(pool);
-        let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
-        let (bm, rep) = open(&pool, &ssd, &c);
+        let (pool, bm, rep) = crash_reopen(bm, pool, &ssd, &c);
         assert!(
             !rep.created && rep.records_redone > 0,
             "{}: {rep:?}",
@@ -147,11 +159,7 @@ fn pages_survive_eviction_restart_and_clean_close_in_every_design() {
         check(&bm, &pids, &v2);
         // A clean close: the next open redoes nothing.
         bm.close().unwrap();
-        let img = pool.snapshot();
-        drop(bm);
-        drop(pool);
-        let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
-        let (bm, rep) = open(&pool, &ssd, &c);
+        let (_pool, bm, rep) = crash_reopen(bm, pool, &ssd, &c);
         assert_eq!(rep.records_redone, 0, "{}: {rep:?}", design.name());
         check(&bm, &pids, &v2);
     }
@@ -190,11 +198,7 @@ fn pages_written_from_pm_to_ssd_leave_readers_no_write_back() {
         } else {
             bm.checkpoint().unwrap();
         }
-        let img = pool.snapshot();
-        drop(bm);
-        drop(pool);
-        let pool = Pool::open_image(img, &PoolOptions::default()).unwrap();
-        let (bm, rep) = open(&pool, &ssd, &c);
+        let (_pool, bm, rep) = crash_reopen(bm, pool, &ssd, &c);
         assert_eq!(rep.records_redone, 0, "{rep:?}");
         // Pages leaving DRAM are admitted to PM the second time: read
         // everything a few times so that PM evicts.
