@@ -34,6 +34,17 @@ fn cli(port: u16, args: &[&str]) -> String {
         .to_string()
 }
 
+/// Whether process `pid` has exited: gone, or a zombie (state `Z`/`X` in
+/// `/proc/PID/stat`, set after the kernel closed its files).
+fn exited(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -195,9 +206,12 @@ fn every_replica_killed_with_sigkill_restarts_from_its_store() {
         }
         for pid in u.pids() {
             // Not our children (cluster up detached them): wait until the
-            // process is gone (or a zombie, whose command line is empty).
+            // process is gone or a zombie. (Not until its command line is
+            // empty: that happens when its memory is released, before its
+            // files are closed, and `cluster up` then found its port still
+            // taken — a CI failure. A zombie has closed its sockets.)
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| !c.is_empty()) {
+            while !exited(pid) {
                 assert!(
                     std::time::Instant::now() < deadline,
                     "replica {pid} survived SIGKILL"
