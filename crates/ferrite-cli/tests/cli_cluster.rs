@@ -34,15 +34,27 @@ fn cli(port: u16, args: &[&str]) -> String {
         .to_string()
 }
 
-/// Whether process `pid` has exited: gone, or a zombie (state `Z`/`X` in
-/// `/proc/PID/stat`, set after the kernel closed its files).
-fn exited(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+/// Waits (at most 10 s) until process `pid` has entirely exited, on a pidfd:
+/// the kernel signals it once every thread is gone. (Not the state in
+/// `/proc/PID/stat`: that is the main thread's, which turns zombie while
+/// another thread, say one in an fsync, still holds the process's sockets.
+/// `cluster up` then found a port still taken — a CI failure.)
+fn wait_gone(pid: i32) -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0u32) } as i32;
+    if fd < 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
     }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let n = unsafe { libc::poll(&mut p, 1, 10_000) };
+    // SAFETY: closing the descriptor pidfd_open returned, once.
+    unsafe { libc::close(fd) };
+    n == 1
 }
 
 fn text(o: &Output) -> String {
@@ -205,19 +217,8 @@ fn every_replica_killed_with_sigkill_restarts_from_its_store() {
             assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
         }
         for pid in u.pids() {
-            // Not our children (cluster up detached them): wait until the
-            // process is gone or a zombie. (Not until its command line is
-            // empty: that happens when its memory is released, before its
-            // files are closed, and `cluster up` then found its port still
-            // taken — a CI failure. A zombie has closed its sockets.)
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while !exited(pid) {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "replica {pid} survived SIGKILL"
-                );
-                std::thread::yield_now();
-            }
+            // Not our children (cluster up detached them).
+            assert!(wait_gone(pid), "replica {pid} survived SIGKILL");
         }
         u.up(store);
         for i in 0..200 {

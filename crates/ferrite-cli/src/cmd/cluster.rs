@@ -198,36 +198,9 @@ fn alive(pid: u32) -> bool {
 /// before 5.3) it checks every 20 ms.
 fn wait_exit(pid: u32, deadline: Instant) -> bool {
     let gone = || !(alive(pid) && is_replica(pid));
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // or -1; no memory is passed.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) } as i32;
-    if fd >= 0 {
-        // The replica may have exited, and its pid been reused, between the
-        // caller's check and pidfd_open: `gone` guards against waiting on a
-        // stranger.
-        let mut exited = gone();
-        while !exited {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd for the duration of the call.
-            let n = unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 60_000) as i32) };
-            if n > 0 {
-                exited = true;
-            } else if n < 0
-                && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-            {
-                break;
-            }
-        }
-        // SAFETY: closing the descriptor pidfd_open returned, once.
-        unsafe { libc::close(fd) };
+    // The replica may have exited, and its pid been reused, before the pidfd
+    // was opened: `gone` guards against waiting on a stranger.
+    if let Some(exited) = pidfd_wait(pid, deadline, gone) {
         if exited {
             return true;
         }
@@ -236,6 +209,46 @@ fn wait_exit(pid: u32, deadline: Instant) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     gone()
+}
+
+/// Waits on a pidfd until process `pid` has entirely exited (the kernel
+/// signals a pidfd once every thread is gone, not when the main thread is:
+/// a killed replica's sockets stay open until its last thread exits) or
+/// `deadline` passes. `gone` is checked once the pidfd is open. None when
+/// pidfds are unavailable (kernels before 5.3); Some(true) when it exited.
+fn pidfd_wait(pid: u32, deadline: Instant, gone: impl Fn() -> bool) -> Option<bool> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; no memory is passed.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0u32) } as i32;
+    if fd < 0 {
+        return match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ESRCH) => Some(true),
+            _ => None,
+        };
+    }
+    let mut exited = gone();
+    while !exited {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut p, 1, left.as_millis().clamp(1, 60_000) as i32) };
+        if n > 0 {
+            exited = true;
+        } else if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            break;
+        }
+    }
+    // SAFETY: closing the descriptor pidfd_open returned, once.
+    unsafe { libc::close(fd) };
+    Some(exited)
 }
 
 /// True when `pid` is a `ferrite serve` process (guards against reused pids).
@@ -625,6 +638,15 @@ fn up(a: UpArgs) -> Result<i32> {
                 old.replicas.iter().map(|r| r.port.to_string()).collect::<Vec<_>>().join(", "),
                 dir.display()
             );
+        }
+        // A replica killed a moment ago (`kill -9`) holds its ports until its
+        // last thread has exited, which can take a while after its main
+        // thread has (a thread in an fsync): give the recorded ones 5 s.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for r in &old.replicas {
+            if alive(r.pid) && !(port_free(r.port) && port_free(r.peer_port)) {
+                pidfd_wait(r.pid, deadline, || false);
+            }
         }
         let recorded: Vec<u64> = old.replicas.iter().map(|r| r.id).collect();
         if recorded != (1..=a.n).collect::<Vec<_>>() && old.store == kind.name() {
