@@ -302,6 +302,74 @@ struct WorkerOut {
     end: Option<Instant>,
     stopped: bool,
     cpu: f64,
+    /// Answers not yet checked against the expected keys.
+    pending: Pending,
+}
+
+/// The answers of a worker's lookups, updates and scans, kept to be checked
+/// against the expected keys outside the measured time: a check costs a
+/// random read or two of the (large) expected set, which would otherwise be
+/// counted in every operation's time and latency. Checked after the run, or
+/// when a buffer fills (that time is taken out of the worker's window).
+#[derive(Default)]
+struct Pending {
+    /// Lookups and updates: (id, is an update, the index's answer).
+    point: Vec<(u64, bool, bool)>,
+    /// Scans: (id of the start key, records the index reported, end of the
+    /// records it delivered in `got`).
+    scans: Vec<(u64, usize, usize)>,
+    /// Delivered scan records: (decoded key hash, value matches its key).
+    got: Vec<(u64, bool)>,
+}
+
+impl Pending {
+    /// Entries per buffer (128 MiB of each at most) before a check mid-run.
+    const CAP: usize = 1 << 23;
+
+    fn full(&self) -> bool {
+        self.point.len() >= Self::CAP || self.got.len() >= Self::CAP
+    }
+
+    /// Checks every kept answer against `e`, counts what is wrong in `o`, and
+    /// empties the buffers. `contents`: scans must return exactly the next keys
+    /// (no concurrent inserts or removes).
+    fn check(&mut self, e: &KeySet, scan_size: usize, contents: bool, o: &mut WorkerOut) {
+        for &(id, update, answer) in &self.point {
+            let must = e.contains(scramble(id));
+            if must == answer {
+                continue;
+            }
+            o.checks.lost += u64::from(must);
+            o.checks.phantom += u64::from(!must);
+            if !update {
+                o.example.get_or_insert_with(|| {
+                    format!(
+                        "lookup of id {id} (key hash {:#x}): {}",
+                        scramble(id),
+                        if must {
+                            "not found"
+                        } else {
+                            "found, but never loaded or removed"
+                        }
+                    )
+                });
+            }
+        }
+        let mut from = 0;
+        for &(id, n, to) in &self.scans {
+            let got = &self.got[from..to];
+            from = to;
+            let h0 = scramble(id);
+            if !scan_ok(e, h0, scan_size, n, got, contents) {
+                o.checks.scans += 1;
+                o.example
+                    .get_or_insert_with(|| scan_example(e, h0, scan_size, n, got));
+            }
+        }
+        self.point.clear();
+        self.scans.clear();
+        self.got.clear();
+    }
 }
 
 /// Runs `spec` against a store holding ids `0..key_space`. Inserts take fresh ids
@@ -357,7 +425,11 @@ pub fn run(
                 let mut k = Vec::with_capacity(codec.key_len());
                 let mut v = Vec::with_capacity(codec.value_size);
                 let mut out = Vec::with_capacity(codec.value_size.max(8));
-                let mut got: Vec<(u64, bool)> = Vec::with_capacity(spec.scan_size);
+                let mut pend = Pending::default();
+                // Time spent checking a full buffer mid-run, taken out of
+                // this worker's window (wall and CPU).
+                let mut paused = Duration::ZERO;
+                let mut paused_cpu = 0.0;
                 let mut fresh = 0u64;
                 let mut fresh_end = 0u64;
                 let sample = spec.latency_sampling;
@@ -367,7 +439,7 @@ pub fn run(
                 barrier.wait();
                 let start = Instant::now();
                 o.start = Some(start);
-                let deadline = spec.max_seconds.map(|s| start + Duration::from_secs_f64(s));
+                let mut deadline = spec.max_seconds.map(|s| start + Duration::from_secs_f64(s));
                 let before = persist::thread_stats();
                 let cpu0 = thread_cpu_secs();
                 let r: Result<()> = (|| {
@@ -402,23 +474,8 @@ pub fn run(
                                 if hit && check_values {
                                     o.wrong += u64::from(!codec.value_matches(id, &out));
                                 }
-                                if let (Some(e), true) = (exp, check_presence) {
-                                    let must = e.contains(scramble(id));
-                                    if must != hit {
-                                        o.checks.lost += u64::from(must);
-                                        o.checks.phantom += u64::from(!must);
-                                        o.example.get_or_insert_with(|| {
-                                            format!(
-                                                "lookup of id {id} (key hash {:#x}): {}",
-                                                scramble(id),
-                                                if must {
-                                                    "not found"
-                                                } else {
-                                                    "found, but never loaded or removed"
-                                                }
-                                            )
-                                        });
-                                    }
+                                if exp.is_some() && check_presence {
+                                    pend.point.push((id, false, hit));
                                 }
                                 hit
                             }
@@ -437,10 +494,8 @@ pub fn run(
                             Op::Update => {
                                 codec.value(id, 1 + (i % 200) as u8, &mut v);
                                 let ok = kv.update(&k, &v)?;
-                                if let (Some(e), true) = (exp, check_presence) {
-                                    let must = e.contains(scramble(id));
-                                    o.checks.lost += u64::from(must && !ok);
-                                    o.checks.phantom += u64::from(!must && ok);
+                                if exp.is_some() && check_presence {
+                                    pend.point.push((id, true, ok));
                                 }
                                 ok
                             }
@@ -453,7 +508,7 @@ pub fn run(
                             }
                             Op::Scan => {
                                 let mut sum = 0usize;
-                                got.clear();
+                                let got = &mut pend.got;
                                 let n = kv.scan(&k, spec.scan_size, &mut |a, b| {
                                     sum = sum.wrapping_add(a.len() + b.len());
                                     if exp.is_some() {
@@ -468,15 +523,8 @@ pub fn run(
                                     }
                                 })?;
                                 std::hint::black_box(sum);
-                                if let Some(e) = exp {
-                                    let h0 = scramble(id);
-                                    if !scan_ok(e, h0, spec.scan_size, n, &got, check_scan_contents)
-                                    {
-                                        o.checks.scans += 1;
-                                        o.example.get_or_insert_with(|| {
-                                            scan_example(e, h0, spec.scan_size, n, &got)
-                                        });
-                                    }
+                                if exp.is_some() {
+                                    pend.scans.push((id, n, pend.got.len()));
                                 }
                                 o.scanned += n as u64;
                                 n > 0
@@ -489,11 +537,22 @@ pub fn run(
                         o.issued[x] += 1;
                         o.succeeded[x] += u64::from(ok);
                         o.done += 1;
+                        if let (Some(e), true) = (exp, pend.full()) {
+                            let p0 = Instant::now();
+                            let c0 = thread_cpu_secs();
+                            pend.check(e, spec.scan_size, check_scan_contents, &mut o);
+                            let d = p0.elapsed();
+                            paused += d;
+                            paused_cpu += thread_cpu_secs() - c0;
+                            deadline = deadline.map(|x| x + d);
+                        }
                     }
                     Ok(())
                 })();
-                o.end = Some(Instant::now());
-                o.cpu = thread_cpu_secs() - cpu0;
+                let now = Instant::now();
+                o.end = Some(now.checked_sub(paused).unwrap_or(now));
+                o.cpu = thread_cpu_secs() - cpu0 - paused_cpu;
+                o.pending = pend;
                 o.persist = persist::thread_stats().since(before);
                 counters[t].0.store(o.done, Ordering::Relaxed);
                 if let Err(e) = r {
@@ -544,7 +603,12 @@ pub fn run(
     let mut lat = Vec::new();
     let mut inserted = Vec::new();
     let mut removed = Vec::new();
-    for o in outs {
+    for mut o in outs {
+        // The answers still unchecked, checked now (untimed).
+        if let Some(e) = exp {
+            let mut p = std::mem::take(&mut o.pending);
+            p.check(e, spec.scan_size, check_scan_contents, &mut o);
+        }
         st.ops += o.done;
         for i in 0..5 {
             st.issued[i] += o.issued[i];
@@ -793,6 +857,31 @@ mod tests {
         let hottest = (0..n as usize).max_by_key(|&i| hits[i]).unwrap();
         assert_eq!(hottest, 1);
         assert!(hits[0] < hits[1] / 100, "{} vs {}", hits[0], hits[1]);
+    }
+
+    #[test]
+    fn kept_answers_are_checked_against_the_expected_keys() {
+        let e = KeySet::loaded(100);
+        let mut o = WorkerOut::default();
+        let mut p = Pending::default();
+        p.point.push((5, false, true)); // right
+        p.point.push((6, false, false)); // a lost lookup
+        p.point.push((500, false, true)); // a phantom (id 500 was never loaded)
+        p.point.push((7, true, false)); // a lost update
+        p.point.push((600, true, false)); // right: nothing to update
+        for &h in e.scan_from(scramble(10), 3) {
+            p.got.push((h, true));
+        }
+        p.scans.push((10, 3, p.got.len())); // right
+        let mut rev = e.scan_from(scramble(20), 3).to_vec();
+        rev.reverse();
+        p.got.extend(rev.iter().map(|&h| (h, true)));
+        p.scans.push((20, 3, p.got.len())); // wrong order
+        p.scans.push((30, 3, p.got.len())); // said 3, delivered none
+        p.check(&e, 3, true, &mut o);
+        assert_eq!((o.checks.lost, o.checks.phantom, o.checks.scans), (2, 1, 2));
+        assert!(o.example.as_deref().unwrap().contains("lookup of id 6"));
+        assert!(p.point.is_empty() && p.scans.is_empty() && p.got.is_empty());
     }
 
     #[test]

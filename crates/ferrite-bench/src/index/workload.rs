@@ -274,7 +274,10 @@ impl KeyCodec {
     /// The key hash ([`scramble`] of the id) of a key this codec made; None
     /// for anything else (wrong length or prefix, bad digits, wrong filler).
     pub fn decode(&self, key: &[u8]) -> Option<u64> {
-        if key.len() != self.key_len() || !key.starts_with(&self.prefix) || self.key_size < 8 {
+        if key.len() != self.key_len()
+            || (!self.prefix.is_empty() && !key.starts_with(&self.prefix))
+            || self.key_size < 8
+        {
             return None;
         }
         let body = &key[self.prefix.len()..];
