@@ -43,6 +43,14 @@ pub struct RunSpec {
     pub seed: u64,
     /// Stop early after this long (throughput is then ops done / time).
     pub max_seconds: Option<f64>,
+    /// Answers a worker keeps before it checks them mid-run (untimed; see
+    /// `Pending`); [`RunSpec::CHECK_EVERY`] unless a test wants it small.
+    pub check_every: usize,
+}
+
+impl RunSpec {
+    /// Default of [`RunSpec::check_every`]: 8 M answers (128 MiB) per worker.
+    pub const CHECK_EVERY: usize = 1 << 23;
 }
 
 /// Latency percentiles in nanoseconds over the sampled operations.
@@ -323,11 +331,9 @@ struct Pending {
 }
 
 impl Pending {
-    /// Entries per buffer (128 MiB of each at most) before a check mid-run.
-    const CAP: usize = 1 << 23;
-
-    fn full(&self) -> bool {
-        self.point.len() >= Self::CAP || self.got.len() >= Self::CAP
+    /// Whether a buffer holds `cap` entries (time for a check mid-run).
+    fn full(&self, cap: usize) -> bool {
+        self.point.len() >= cap || self.got.len() >= cap
     }
 
     /// Checks every kept answer against `e`, counts what is wrong in `o`, and
@@ -537,7 +543,7 @@ pub fn run(
                         o.issued[x] += 1;
                         o.succeeded[x] += u64::from(ok);
                         o.done += 1;
-                        if let (Some(e), true) = (exp, pend.full()) {
+                        if let (Some(e), true) = (exp, pend.full(spec.check_every.max(1))) {
                             let p0 = Instant::now();
                             let c0 = thread_cpu_secs();
                             pend.check(e, spec.scan_size, check_scan_contents, &mut o);
@@ -737,7 +743,36 @@ mod tests {
             sampling_ms: 1000,
             seed: 7,
             max_seconds: None,
+            check_every: RunSpec::CHECK_EVERY,
         }
+    }
+
+    /// Answers checked in many small batches mid-run (the pause taken out of
+    /// the window) count exactly what one check after the run counts.
+    #[test]
+    fn mid_run_checks_count_what_a_check_after_the_run_counts() {
+        let (kv, c, fresh) = loaded(2_000);
+        // The index loses every 10th key: lookups of them must count as lost.
+        let mut k = Vec::new();
+        for id in (0..2_000).step_by(10) {
+            c.key(id, &mut k);
+            assert!(kv.remove(&k).unwrap());
+        }
+        let mut mix = OpMix::only(Op::Read);
+        mix.read = 0.8;
+        mix.scan = 0.2;
+        let mut counts = Vec::new();
+        for every in [RunSpec::CHECK_EVERY, 64, 1] {
+            let mut e = KeySet::loaded(2_000);
+            let mut sp = spec(mix, 20_000, 1);
+            sp.check_every = every;
+            let st = run(&kv, &c, 2_000, &fresh, &sp, Some(&mut e)).unwrap();
+            assert_eq!(st.ops, 20_000);
+            counts.push((st.wrong.lost, st.wrong.phantom, st.wrong.scans));
+        }
+        assert!(counts[0].0 > 1_000 && counts[0].2 > 1_000, "{counts:?}");
+        assert_eq!(counts[0].1, 0);
+        assert!(counts.iter().all(|c| *c == counts[0]), "{counts:?}");
     }
 
     #[test]

@@ -537,6 +537,7 @@ fn run_index(
                 sampling_ms: c.sampling_ms,
                 seed: c.seed,
                 max_seconds: (c.max_seconds > 0.0).then_some(c.max_seconds),
+                check_every: RunSpec::CHECK_EVERY,
             };
             progress.run_begin(&name, t, &j.name);
             emit(Event::Running(format!("{} at {t} thread(s)", j.name)));
