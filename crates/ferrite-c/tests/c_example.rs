@@ -30,7 +30,10 @@ fn demo() -> PathBuf {
     BUILT
         .get_or_init(|| {
             let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let out = std::env::temp_dir().join(format!("ferrite-c-demo-{}", std::process::id()));
+            // In cargo's scratch directory for tests (under target/), not /tmp:
+            // the binary outlives the test process.
+            let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("ferrite-c-demo-{}", std::process::id()));
             let lib = lib_dir();
             let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
             let o = Command::new(&cc)
