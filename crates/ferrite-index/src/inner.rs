@@ -134,7 +134,6 @@ const KEYS: usize = FANOUT;
 /// counts to touch, which made a split of a node of long keys cost ~100
 /// atomic operations and serialised concurrent inserters on the structure
 /// mutex).
-#[derive(Clone, Default)]
 struct Fulls {
     ends: Vec<u32>,
     bytes: Vec<u8>,
@@ -176,30 +175,23 @@ impl Fulls {
         }
     }
 
-    /// A copy with `full` inserted as separator `i` (`i <= len`).
-    fn with_inserted(&self, i: usize, full: Option<&[u8]>) -> Fulls {
-        let f = full.unwrap_or(&[]);
-        let at = self.start(i);
-        let mut bytes = Vec::with_capacity(self.bytes.len() + f.len());
-        bytes.extend_from_slice(&self.bytes[..at]);
-        bytes.extend_from_slice(f);
-        bytes.extend_from_slice(&self.bytes[at..]);
-        let mut ends = Vec::with_capacity(self.ends.len() + 1);
-        ends.extend_from_slice(&self.ends[..i]);
-        ends.push((at + f.len()) as u32);
-        ends.extend(self.ends[i..].iter().map(|&e| e + f.len() as u32));
-        Fulls { ends, bytes }
-    }
-
-    /// A copy without separator `i` (`i < len`).
-    fn with_removed(&self, i: usize) -> Fulls {
-        let (a, b) = (self.start(i), self.ends[i] as usize);
-        let mut bytes = Vec::with_capacity(self.bytes.len() - (b - a));
+    /// A copy with separators `i..i + del` replaced by `ins` when given (its
+    /// whole bytes; empty for a short separator).
+    fn splice(&self, i: usize, del: usize, ins: Option<&[u8]>) -> Fulls {
+        let (a, b) = (self.start(i), self.start(i + del));
+        let add = ins.map_or(0, <[u8]>::len);
+        let mut bytes = Vec::with_capacity(self.bytes.len() - (b - a) + add);
         bytes.extend_from_slice(&self.bytes[..a]);
+        bytes.extend_from_slice(ins.unwrap_or(&[]));
         bytes.extend_from_slice(&self.bytes[b..]);
-        let mut ends = Vec::with_capacity(self.ends.len() - 1);
+        let mut ends = Vec::with_capacity(self.ends.len() + 1 - del);
         ends.extend_from_slice(&self.ends[..i]);
-        ends.extend(self.ends[i + 1..].iter().map(|&e| e - (b - a) as u32));
+        ends.extend(ins.map(|f| (a + f.len()) as u32));
+        ends.extend(
+            self.ends[i + del..]
+                .iter()
+                .map(|&e| (e as usize + add - (b - a)) as u32),
+        );
         Fulls { ends, bytes }
     }
 }
@@ -380,10 +372,15 @@ impl Node {
         self.pairs[i].1.store(kid, Mo::Relaxed);
         self.lens[i].store(s.len, Mo::Relaxed);
         if self.fulls().is_some() || s.full.is_some() {
-            let v = match self.fulls() {
-                Some(f) => f.with_inserted(i, s.full.as_deref()),
-                None => Fulls::empty(n).with_inserted(i, s.full.as_deref()),
+            let none;
+            let f = match self.fulls() {
+                Some(f) => f,
+                None => {
+                    none = Fulls::empty(n);
+                    &none
+                }
             };
+            let v = f.splice(i, 0, Some(s.full.as_deref().unwrap_or(&[])));
             self.set_fulls(Some(v), g);
         }
         self.n.store(n + 1, Mo::Relaxed);
@@ -396,7 +393,7 @@ impl Node {
             self.move_slot(j, j - 1);
         }
         if let Some(f) = self.fulls() {
-            let v = f.with_removed(i);
+            let v = f.splice(i, 1, None);
             self.set_fulls(Some(v), Some(g));
         }
         self.n.store(n - 1, Mo::Relaxed);
@@ -941,11 +938,11 @@ mod tests {
             if r < 6 || model.is_empty() {
                 let i = next(model.len() as u64 + 1) as usize;
                 let k = (next(2) == 0).then(|| vec![next(256) as u8; 9 + next(40) as usize]);
-                f = f.with_inserted(i, k.as_deref());
+                f = f.splice(i, 0, Some(k.as_deref().unwrap_or(&[])));
                 model.insert(i, k);
             } else if r < 9 {
                 let i = next(model.len() as u64) as usize;
-                f = f.with_removed(i);
+                f = f.splice(i, 1, None);
                 model.remove(i);
             } else {
                 let (a, b) = (next(model.len() as u64 + 1) as usize, model.len());
@@ -959,7 +956,7 @@ mod tests {
             }
             assert_eq!(f.get(model.len()), None);
         }
-        let g = Fulls::empty(3).with_inserted(1, Some(b"0123456789"));
+        let g = Fulls::empty(3).splice(1, 0, Some(b"0123456789"));
         assert_eq!(g.range(1, 3).get(0), Some(&b"0123456789"[..]));
         assert_eq!(g.range(0, 1).get(0), None);
     }
