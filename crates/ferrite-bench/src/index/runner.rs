@@ -318,7 +318,8 @@ struct WorkerOut {
 /// against the expected keys outside the measured time: a check costs a
 /// random read or two of the (large) expected set, which would otherwise be
 /// counted in every operation's time and latency. Checked after the run, or
-/// when a buffer fills (that time is taken out of the worker's window).
+/// when a buffer fills (that time is taken out of the worker's window; the
+/// once-a-second throughput samples still include it).
 #[derive(Default)]
 struct Pending {
     /// Lookups and updates: (id, is an update, the index's answer).
