@@ -685,19 +685,33 @@ mod tests {
             write_over.store(true, Ordering::SeqCst);
             drop(w);
         });
-        // Under an exclusive holder a writer of the stripe waits.
+        // Under an exclusive holder the fast path refuses a writer of the
+        // stripe and `write_waiting` waits until the holder is gone.
         let x = g.exclusive(key);
+        let refused = AtomicBool::new(false);
         let done = AtomicBool::new(false);
         std::thread::scope(|s| {
             let h = s.spawn(|| {
-                let _w = g.write(key);
+                assert!(
+                    g.write(key).is_none(),
+                    "the fast path let a write in while its stripe was exclusive"
+                );
+                refused.store(true, Ordering::SeqCst);
+                let _w = g.write_waiting(key);
                 assert!(
                     done.load(Ordering::SeqCst),
                     "a write ran while its stripe was exclusive"
                 );
+                assert_eq!(g.excl.load(Ordering::SeqCst) & bit, 0);
             });
-            // It is waiting on the stripe lock (it cannot announce).
-            while !g.stripes[stripe_of(key)].0.is_locked() {}
+            while !refused.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+            // Give the writer the chance to reach the stripe lock (whether it
+            // has or not, it may enter only after `x` is dropped below).
+            for _ in 0..1000 {
+                std::thread::yield_now();
+            }
             done.store(true, Ordering::SeqCst);
             drop(x);
             h.join().unwrap();
