@@ -49,8 +49,11 @@ bench() {  # bench NAME ARGS...: one ferrite bench invocation
     local name=$1; shift
     log "$name: ferrite bench $* (load average $(cut -d' ' -f1-3 /proc/loadavg))"
     local t0=$SECONDS
+    # --reload: as PiBench, a run that follows inserts or removes starts from a
+    # fresh load (so the 2-thread insert run is not measured on the index the
+    # 1-thread run grew).
     "$FERRITE" bench -n "$N" -p "$P" -t "${BENCH_THREADS:-$THREADS}" --max-seconds "$SECONDS_PER_RUN" \
-        --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
+        --reload --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
     local rc=$?
     echo "$name: exit $rc, $((SECONDS - t0)) s, load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/runs.log"
     log "$name: exit $rc after $((SECONDS - t0)) s"

@@ -184,7 +184,7 @@ impl RunStats {
     }
 }
 
-fn op_index(op: Op) -> usize {
+pub(crate) fn op_index(op: Op) -> usize {
     match op {
         Op::Read => 0,
         Op::Insert => 1,

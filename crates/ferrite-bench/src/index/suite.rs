@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::index::expected::KeySet;
 use crate::index::isolate::{self, Event};
 use crate::index::peers;
-use crate::index::runner::{load, run as run_workload, RunSpec};
+use crate::index::runner::{load, op_index, run as run_workload, RunSpec};
 use crate::index::variants::{
     default_compare, open_variant, variants as known_variants, VariantConfig,
 };
@@ -47,6 +47,10 @@ pub struct IndexBenchConfig {
     pub pool_path: Option<PathBuf>,
     pub pool_size: Option<u64>,
     pub skip_load: bool,
+    /// Load every index anew before a run that follows a run which inserted or
+    /// removed keys since its load (PiBench loads for every run), so that
+    /// every thread count of an insert run starts from the same index.
+    pub reload: bool,
     /// One index (`--index`) or several (`--compare`); neither: the default comparison.
     pub index: Option<String>,
     pub compare: Option<Vec<String>>,
@@ -80,6 +84,7 @@ impl Default for IndexBenchConfig {
             pool_path: None,
             pool_size: None,
             skip_load: false,
+            reload: false,
             index: None,
             compare: None,
             benches: STANDARD_BENCHES.iter().map(|s| s.to_string()).collect(),
@@ -290,6 +295,11 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
             "--skip_load needs --pool_path (the pool holding the loaded index)".into(),
         ));
     }
+    if c.reload && (c.skip_load || c.pool_path.is_some()) {
+        return Err(BenchError::Options(
+            "--reload loads into a fresh pool for each group of runs: it cannot be combined with --pool_path or --skip_load".into(),
+        ));
+    }
     if c.skip_load && variants.iter().any(|v| v != "ferrite") {
         return Err(BenchError::Options(
             "--skip_load works only with --index ferrite (the others do not persist)".into(),
@@ -368,24 +378,31 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                 }
             }
         };
-        let part = |emit: &mut dyn FnMut(Event)| {
-            run_index(v, c, &cfg, &codec, &jobs, param.clone(), progress, emit)
-        };
-        if peer {
-            // A published index runs in a process of its own: if it crashes,
-            // what it measured is kept and the others still run.
-            // A child that was killed or crashed did not remove its pool
-            // directory (PMDK pools are allocated in full: gigabytes of
-            // /dev/shm): remove it here.
-            isolate::in_child(
-                v,
-                part,
-                &|step| step_budget(c, step),
-                &mut sink,
-                &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
-            )?;
-        } else {
-            part(&mut sink)?;
+        for (gi, runs) in load_groups(&jobs, &c.threads, c.reload).iter().enumerate() {
+            let part = |emit: &mut dyn FnMut(Event)| {
+                let what = RunsOf {
+                    jobs: &jobs,
+                    runs,
+                    first: gi == 0,
+                };
+                run_index(v, c, &cfg, &codec, &what, param.clone(), progress, emit)
+            };
+            if peer {
+                // A published index runs in a process of its own (one per
+                // load): if it crashes, what it measured is kept and the
+                // others still run. A child that was killed or crashed did
+                // not remove its pool directory (PMDK pools are allocated in
+                // full: gigabytes of /dev/shm): remove it here.
+                isolate::in_child(
+                    v,
+                    part,
+                    &|step| step_budget(c, step),
+                    &mut sink,
+                    &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
+                )?;
+            } else {
+                part(&mut sink)?;
+            }
         }
     }
     progress.finished();
@@ -399,9 +416,11 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
             c.latency_sampling * 100.0
         ));
     }
-    r.notes.push(
-        "each index is loaded once (with the first -t); runs then follow each other in the order shown, every thread count in turn (inserts add fresh keys, removes delete loaded ones); dram/pm bytes are measured after the load".into(),
-    );
+    r.notes.push(if c.reload {
+        "--reload: each index is loaded (with the first -t) before its first run and again before every run that follows a run which inserted or removed keys, so every such run starts from the loaded index; other runs follow each other in the order shown, every thread count in turn; dram/pm bytes are measured after each load".into()
+    } else {
+        "each index is loaded once (with the first -t); runs then follow each other in the order shown, every thread count in turn (inserts add fresh keys, removes delete loaded ones: a later run sees the index they left, pass --reload to load anew after them); dram/pm bytes are measured after the load".into()
+    });
     Ok(IndexRun {
         report: r,
         indexes,
@@ -432,22 +451,51 @@ fn step_budget(c: &IndexBenchConfig, step: &str) -> std::time::Duration {
     std::time::Duration::from_secs_f64(secs.max(0.0) + 60.0)
 }
 
-/// One index's part of [`run`]: open it, load it, run every job at every
-/// thread count, checking every answer against the keys it must hold, and
-/// report through `emit`.
+/// The runs of one index that share a load: `(job, thread count)` pairs, in
+/// order. Without `reload` that is every job at every thread count after one
+/// load (PiBench loads for every run; the default keeps runs short). With it,
+/// a new load begins before any run that follows a run which inserted or
+/// removed keys since the last load.
+fn load_groups(jobs: &[Job], threads: &[usize], reload: bool) -> Vec<Vec<(usize, usize)>> {
+    let mut groups = vec![Vec::new()];
+    let mut changed = false;
+    for (ji, j) in jobs.iter().enumerate() {
+        for &t in threads {
+            if reload && changed {
+                groups.push(Vec::new());
+                changed = false;
+            }
+            if let Some(g) = groups.last_mut() {
+                g.push((ji, t));
+            }
+            changed |= j.mix.insert > 0.0 || j.mix.remove > 0.0;
+        }
+    }
+    groups
+}
+
+/// What one load of an index runs (see [`load_groups`]).
+struct RunsOf<'a> {
+    jobs: &'a [Job],
+    runs: &'a [(usize, usize)],
+    /// The index's first load: it reports what the index is.
+    first: bool,
+}
+
+/// One index's part of [`run`] for one load: open it, load it, run its runs,
+/// checking every answer against the keys it must hold, and report through
+/// `emit`.
 #[allow(clippy::too_many_arguments)]
 fn run_index(
     v: &str,
     c: &IndexBenchConfig,
     cfg: &VariantConfig,
     codec: &KeyCodec,
-    jobs: &[Job],
+    what: &RunsOf<'_>,
     param: Option<serde_json::Value>,
     progress: &dyn Progress,
     emit: &mut dyn FnMut(Event),
 ) -> Result<()> {
-    // One load per index (with the first thread count), then every run at
-    // every thread count: PiBench reloads per run; we keep the default short.
     let lt = c.threads[0];
     emit(Event::Running("opening it".into()));
     let inst = match open_variant(v, cfg) {
@@ -462,15 +510,17 @@ fn run_index(
         Err(e) => return Err(e).context_with(|| format!("opening index {v}")),
     };
     let name = inst.name.clone();
-    emit(Event::Note(format!("{name}: {}", inst.durability)));
-    for n in &inst.notes {
-        emit(Event::Warning(n.clone()));
+    if what.first {
+        emit(Event::Note(format!("{name}: {}", inst.durability)));
+        for n in &inst.notes {
+            emit(Event::Warning(n.clone()));
+        }
+        emit(Event::Info {
+            name: name.clone(),
+            label: inst.label.clone(),
+            contract: inst.contract.clone(),
+        });
     }
-    emit(Event::Info {
-        name: name.clone(),
-        label: inst.label.clone(),
-        contract: inst.contract.clone(),
-    });
     let kv = inst.kv.as_ref();
     let (load_s, load_mops, load_f, load_l, load_cpu) = if c.skip_load {
         (0.0, 0.0, 0.0, 0.0, 0.0)
@@ -525,8 +575,12 @@ fn run_index(
     // --skip_load, where the harness did not load it).
     let mut expected = (!c.skip_load && codec.decodable()).then(|| KeySet::loaded(c.records));
     let (mut wrong_values, mut wrong_total) = (0u64, 0u64);
-    for j in jobs {
-        for &t in &c.threads {
+    // Records the index holds when a run begins (the load's, plus what the
+    // runs since it inserted, minus what they removed).
+    let mut held = key_space;
+    for &(ji, t) in what.runs {
+        let j = &what.jobs[ji];
+        {
             let spec = RunSpec {
                 mix: j.mix,
                 dist: j.dist,
@@ -546,6 +600,9 @@ fn run_index(
                 .context_with(|| format!("{} on {name}", j.name))?;
             wrong_values += st.wrong_values;
             wrong_total += st.wrong_answers();
+            let held_before = held;
+            held = (held + st.succeeded[op_index(Op::Insert)])
+                .saturating_sub(st.succeeded[op_index(Op::Remove)]);
             let flushed = flushed0
                 .zip(inst.flushed_lines.as_ref().and_then(|f| f()))
                 .map(|(a, b)| b.saturating_sub(a));
@@ -556,6 +613,7 @@ fn run_index(
                 .with("cpu_s", st.cpu_secs)
                 .with("mops_cpu", st.mops_cpu(t))
                 .with("load_s", load_s)
+                .with("records_at_start", held_before)
                 .with("load_threads", lt)
                 .with("load_cpu_s", load_cpu)
                 .with("load_mops", load_mops)
@@ -1328,6 +1386,83 @@ mod tests {
         assert_eq!((j[1].mix.read, j[1].mix.insert), (0.1, 0.9));
         let c = cfg(|c| c.benches = vec!["r90i20".into()]);
         assert!(c.jobs(Distribution::Uniform).is_err());
+    }
+
+    #[test]
+    fn reload_starts_a_load_after_each_run_that_changed_the_keys() {
+        let c = cfg(|c| {
+            c.benches = ["lookup", "update", "mixed", "insert", "scan"]
+                .map(String::from)
+                .to_vec()
+        });
+        let jobs = c.jobs(Distribution::Uniform).unwrap();
+        let names = |g: &Vec<(usize, usize)>| -> Vec<String> {
+            g.iter()
+                .map(|&(j, t)| format!("{}{t}", jobs[j].name))
+                .collect()
+        };
+        let groups = load_groups(&jobs, &[1, 2], true);
+        let got: Vec<Vec<String>> = groups.iter().map(names).collect();
+        assert_eq!(
+            got,
+            [
+                vec!["lookup1", "lookup2", "update1", "update2", "mixed1", "mixed2", "insert1"],
+                vec!["insert2"],
+                vec!["scan1", "scan2"],
+            ]
+        );
+        let once = load_groups(&jobs, &[1, 2], false);
+        assert_eq!(once.len(), 1);
+        assert_eq!(once[0].len(), 10);
+        // A lookup/insert mix changes the keys too; one thread count: a load per run.
+        let c = cfg(|c| c.benches = vec!["r50i50".into(), "r90i10".into()]);
+        let jobs = c.jobs(Distribution::Uniform).unwrap();
+        assert_eq!(load_groups(&jobs, &[1], true).len(), 2);
+        assert_eq!(load_groups(&jobs, &[1, 2], true).len(), 4);
+    }
+
+    /// Every thread count of a reloaded insert run starts from the loaded
+    /// index; without --reload the second starts from what the first left.
+    #[test]
+    fn reloaded_insert_runs_start_from_the_loaded_index() {
+        for reload in [false, true] {
+            let c = cfg(|c| {
+                c.records = 3000;
+                c.operations = 1000;
+                c.threads = vec![1, 2];
+                c.benches = vec!["insert".into(), "lookup".into()];
+                c.compare = Some(vec!["btreemap".into(), "ferrite".into()]);
+                c.reload = reload;
+                c.latency_sampling = 0.0;
+            });
+            let run = run(&c, &Quiet).unwrap();
+            assert_eq!(run.wrong_values, 0);
+            assert_eq!(run.indexes.len(), 2, "each index reported once");
+            for v in ["btreemap", "ferrite"] {
+                let at = |bench: &str, t: u32| {
+                    let r = run
+                        .report
+                        .results
+                        .iter()
+                        .find(|r| r.variant == v && r.bench == bench && r.threads == t)
+                        .unwrap_or_else(|| panic!("{v} {bench} {t}"));
+                    assert_eq!(r.extra["wrong"], 0, "{v} {bench} {t}");
+                    r.extra["records_at_start"].as_u64().unwrap()
+                };
+                assert_eq!(at("insert", 1), 3000);
+                assert_eq!(at("insert", 2), if reload { 3000 } else { 4000 });
+                assert_eq!(at("lookup", 1), if reload { 3000 } else { 5000 });
+                assert_eq!(at("lookup", 2), at("lookup", 1));
+            }
+        }
+        assert!(run(
+            &cfg(|c| {
+                c.reload = true;
+                c.pool_path = Some("/dev/shm/x".into());
+            }),
+            &Quiet
+        )
+        .is_err());
     }
 
     #[test]

@@ -170,6 +170,11 @@ pub struct IndexBenchArgs {
     /// Skip the load: reopen the index in --pool_path and run on what it holds
     #[arg(long = "skip_load")]
     pub skip_load: bool,
+    /// Load each index anew before any run that follows a run which inserted or
+    /// removed keys (PiBench loads for every run): every thread count of an
+    /// insert run then starts from the same index. Costs a load per such run
+    #[arg(long)]
+    pub reload: bool,
     /// One index: ferrite, ferrite-dram, btreemap, btreemap-u64, redb, redb-nosync
     #[arg(long, conflicts_with = "compare")]
     pub index: Option<String>,
@@ -387,6 +392,7 @@ impl IndexBenchArgs {
             pool_path: self.pool_path.clone(),
             pool_size: self.pool_size,
             skip_load: self.skip_load,
+            reload: self.reload,
             index: self.index.clone(),
             compare: self.compare.clone(),
             benches: self.benches.clone(),
