@@ -1030,13 +1030,18 @@ fn workload_lines(c: &IndexBenchConfig, jobs: &[Job], dist: Distribution) -> Vec
             )
         } else {
             format!(
-                "{} records loaded with {} {}, then runs of {} operations each on {} {}",
+                "{} records loaded with {} {}, then runs of {} operations each on {} {}{}",
                 grouped(c.records),
                 c.threads[0],
                 th(&c.threads[0].to_string()),
                 grouped(c.operations),
                 threads.join(" and then "),
-                th(&threads.join(","))
+                th(&threads.join(",")),
+                if c.reload {
+                    " (--reload: loaded anew before every run that follows inserts or removes)"
+                } else {
+                    ""
+                }
             )
         },
         format!(
