@@ -69,7 +69,9 @@ pub fn transfers_in_transactions_never_change_the_total_any_reader_sees() {
         for r in 0..2 {
             let (m, stop, checks) = (&m, &stop, &checks);
             s.spawn(move || {
-                while !stop.load(Ordering::Acquire) {
+                // At least one check, however late this thread starts.
+                loop {
+                    let done = stop.load(Ordering::Acquire);
                     let total: u64 = if r == 0 {
                         m.range("acct:".."acct;")
                             .map(|e| balance(&e.unwrap().1))
@@ -82,6 +84,9 @@ pub fn transfers_in_transactions_never_change_the_total_any_reader_sees() {
                     };
                     assert_eq!(total, ACCOUNTS * OPENING, "reader {r} saw half a transfer");
                     checks.fetch_add(1, Ordering::Relaxed);
+                    if done {
+                        break;
+                    }
                 }
             });
         }
