@@ -378,7 +378,8 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                 }
             }
         };
-        for (gi, runs) in load_groups(&jobs, &c.threads, c.reload).iter().enumerate() {
+        let groups = load_groups(&jobs, &c.threads, c.reload);
+        for (gi, runs) in groups.iter().enumerate() {
             let part = |emit: &mut dyn FnMut(Event)| {
                 let what = RunsOf {
                     jobs: &jobs,
@@ -393,13 +394,25 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                 // others still run. A child that was killed or crashed did
                 // not remove its pool directory (PMDK pools are allocated in
                 // full: gigabytes of /dev/shm): remove it here.
-                isolate::in_child(
+                let mut measured = false;
+                let ok = isolate::in_child(
                     v,
                     part,
                     &|step| step_budget(c, step),
-                    &mut sink,
+                    &mut |e| {
+                        measured |= matches!(e, Event::Result(_));
+                        sink(e)
+                    },
                     &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
                 )?;
+                // A peer that died before measuring anything (while opening or
+                // loading) would die the same way on every reload.
+                if !ok && !measured && gi + 1 < groups.len() {
+                    sink(Event::Warning(format!(
+                        "{v}: its later runs were not attempted (its process ended before measuring anything)"
+                    )));
+                    break;
+                }
             } else {
                 part(&mut sink)?;
             }
@@ -1536,6 +1549,53 @@ mod tests {
         let replotted = replot(&paths.json, &out, "again").unwrap();
         assert_eq!(replotted.len(), 3);
         let _ = std::fs::remove_dir_all(&out);
+    }
+
+    /// With --reload a peer whose process dies while loading is tried once,
+    /// not once per load; the other indexes still run every run.
+    #[test]
+    fn a_peer_that_dies_while_loading_is_not_reloaded() {
+        use ferrite_pibench_host::probes;
+        let c = cfg(|c| {
+            c.records = 3000;
+            c.operations = 1000;
+            c.threads = vec![1, 2];
+            c.benches = vec!["insert".into(), "lookup".into()];
+            c.reload = true;
+            c.latency_sampling = 0.0;
+            c.compare = Some(vec![
+                format!(
+                    "pibench:{}?name=dies&env=PROBE_ABORT_AFTER_INSERTS=100",
+                    probes::EP2
+                ),
+                "btreemap".into(),
+            ]);
+            c.pool_dir = std::env::temp_dir();
+        });
+        let run = run(&c, &Quiet).unwrap();
+        let died = run
+            .warnings
+            .iter()
+            .filter(|w| w.contains("died of signal 6"))
+            .count();
+        assert_eq!(died, 1, "{:?}", run.warnings);
+        assert!(
+            run.warnings
+                .iter()
+                .any(|w| w.contains("later runs were not attempted")),
+            "{:?}",
+            run.warnings
+        );
+        assert!(run.report.results.iter().all(|r| r.variant != "dies"));
+        // btreemap: three loads, four runs.
+        let ours: Vec<_> = run
+            .report
+            .results
+            .iter()
+            .filter(|r| r.variant == "btreemap")
+            .collect();
+        assert_eq!(ours.len(), 4);
+        assert!(ours.iter().all(|r| r.extra["wrong"] == 0));
     }
 
     #[test]

@@ -10,9 +10,12 @@
 // 8-byte keys compare as native integers under ep2, as bytes under optiql.
 // Values returned by find are the stored value; scans return <key><value>
 // records of the sizes given to create_tree.
+// At run time, PROBE_ABORT_AFTER_INSERTS=N makes the N-th insert abort the
+// process (a wrapper that dies while it is being loaded).
 #include "tree_api.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -67,7 +70,8 @@ public:
         return true;
     }
     bool insert(const char* key, size_t key_len, const char* value, size_t value_len) override {
-        __atomic_add_fetch(&probe_calls[1], 1, __ATOMIC_RELAXED);
+        unsigned long n = __atomic_add_fetch(&probe_calls[1], 1, __ATOMIC_RELAXED);
+        if (abort_after_ != 0 && n >= abort_after_) std::abort();
         std::lock_guard<std::mutex> g(m_);
         return map_.emplace(std::string(key, key_len), std::string(value, value_len)).second;
     }
@@ -125,6 +129,10 @@ public:
 
 private:
     size_t k_, v_;
+    unsigned long abort_after_ = [] {
+        const char* e = std::getenv("PROBE_ABORT_AFTER_INSERTS");
+        return e != nullptr ? std::strtoul(e, nullptr, 10) : 0UL;
+    }();
     std::mutex m_;
     std::map<std::string, std::string, key_less> map_;
 #ifdef PROBE_WRONG_ORDER
