@@ -593,121 +593,119 @@ fn run_index(
     let mut held = key_space;
     for &(ji, t) in what.runs {
         let j = &what.jobs[ji];
-        {
-            let spec = RunSpec {
-                mix: j.mix,
-                dist: j.dist,
-                ops: c.operations,
-                threads: t,
-                scan_size: c.scan_size,
-                latency_sampling: c.latency_sampling,
-                sampling_ms: c.sampling_ms,
-                seed: c.seed,
-                max_seconds: (c.max_seconds > 0.0).then_some(c.max_seconds),
-                check_every: RunSpec::CHECK_EVERY,
-            };
-            progress.run_begin(&name, t, &j.name);
-            emit(Event::Running(format!("{} at {t} thread(s)", j.name)));
-            let flushed0 = inst.flushed_lines.as_ref().and_then(|f| f());
-            let st = run_workload(kv, codec, key_space, &next_fresh, &spec, expected.as_mut())
-                .context_with(|| format!("{} on {name}", j.name))?;
-            wrong_values += st.wrong_values;
-            wrong_total += st.wrong_answers();
-            let held_before = held;
-            held = (held + st.succeeded[op_index(Op::Insert)])
-                .saturating_sub(st.succeeded[op_index(Op::Remove)]);
-            let flushed = flushed0
-                .zip(inst.flushed_lines.as_ref().and_then(|f| f()))
-                .map(|(a, b)| b.saturating_sub(a));
-            let ops = st.ops.max(1) as f64;
-            let mut b = BenchResult::new(&j.name, &name, param.clone(), t as u32, st.mops())
-                .with("ops", st.ops)
-                .with("run_s", st.secs)
-                .with("cpu_s", st.cpu_secs)
-                .with("mops_cpu", st.mops_cpu(t))
-                .with("load_s", load_s)
-                .with("records_at_start", held_before)
-                .with("load_threads", lt)
-                .with("load_cpu_s", load_cpu)
-                .with("load_mops", load_mops)
-                .with("distribution", j.dist.name())
-                .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
-                .with("wrong", st.wrong_answers())
-                .with("checked", expected.is_some())
-                .with("samples_mops", st.samples.clone());
-            if st.wrong_answers() > 0 {
-                b = b
-                    .with("wrong_values", st.wrong_values)
-                    .with("lost_keys", st.wrong.lost)
-                    .with("phantom_keys", st.wrong.phantom)
-                    .with("failed_inserts", st.wrong.failed_inserts)
-                    .with("wrong_scans", st.wrong.scans);
-            }
-            // Ferrite's persist barriers and lines are counted by its PM
-            // layer; a published index's flushes are not seen (not 0).
-            if !peers::is_peer(v) {
-                b = b
-                    .with("fences_per_op", st.persist.fences as f64 / ops)
-                    .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
-                    .with("load_fences_per_insert", load_f)
-                    .with("load_lines_per_insert", load_l)
-                    .with("flush_source", "ferrite-pm counters");
-            } else if let Some(lines) = flushed {
-                // A counting build: its own flush instructions plus PMDK's.
-                b = b
-                    .with("lines_per_op", lines as f64 / ops)
-                    .with("load_lines_per_insert", load_l)
-                    .with("flush_source", "counting build + libpmem interposition");
-            }
-            if let Some(x) = mem.dram_bytes {
-                b = b.with("dram_bytes", x);
-            }
-            if let Some(x) = mem.pm_bytes {
-                b = b.with("pm_bytes", x);
-            }
-            if let Some(x) = per_rec(mem.dram_bytes) {
-                b = b
-                    .with("dram_B_per_rec", x)
-                    .with("dram_source", mem.dram_source);
-            }
-            if let Some(x) = per_rec(mem.pm_bytes) {
-                b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
-            }
-            if j.mix.scan > 0.0 {
-                b = b.with("scanned", st.scanned);
-            }
-            if let Some(l) = st.latency {
-                b.p50_ns = Some(l.p50);
-                b.p99_ns = Some(l.p99);
-                b = b
-                    .with("p90_ns", l.p90)
-                    .with("p999_ns", l.p999)
-                    .with("p9999_ns", l.p9999)
-                    .with("p99999_ns", l.p99999)
-                    .with("max_ns", l.max)
-                    .with("latency_samples", l.samples);
-            }
-            if st.stopped_early {
-                b = b.with("stopped_early", true);
-                emit(Event::Note(format!(
-                    "{} on {name} {t}t stopped after --max-seconds {}: {} of {} operations",
-                    j.name, c.max_seconds, st.ops, c.operations
-                )));
-            }
-            if st.wrong_answers() > 0 {
-                let w = st.wrong;
-                let n = format!(
-                    "WRONG ANSWERS: {} on {name} at {t} thread(s): {} lookups returned another key's value, {} loaded keys not found, {} keys found that were never inserted or were removed, {} inserts of new keys refused, {} scans returned other records than the index holds",
-                    j.name, st.wrong_values, w.lost, w.phantom, w.failed_inserts, w.scans
-                );
-                let n = match &st.wrong_example {
-                    Some(x) => format!("{n}; the first: {x}"),
-                    None => n,
-                };
-                emit(Event::Warning(n));
-            }
-            emit(Event::Result(Box::new(b)));
+        let spec = RunSpec {
+            mix: j.mix,
+            dist: j.dist,
+            ops: c.operations,
+            threads: t,
+            scan_size: c.scan_size,
+            latency_sampling: c.latency_sampling,
+            sampling_ms: c.sampling_ms,
+            seed: c.seed,
+            max_seconds: (c.max_seconds > 0.0).then_some(c.max_seconds),
+            check_every: RunSpec::CHECK_EVERY,
+        };
+        progress.run_begin(&name, t, &j.name);
+        emit(Event::Running(format!("{} at {t} thread(s)", j.name)));
+        let flushed0 = inst.flushed_lines.as_ref().and_then(|f| f());
+        let st = run_workload(kv, codec, key_space, &next_fresh, &spec, expected.as_mut())
+            .context_with(|| format!("{} on {name}", j.name))?;
+        wrong_values += st.wrong_values;
+        wrong_total += st.wrong_answers();
+        let held_before = held;
+        held = (held + st.succeeded[op_index(Op::Insert)])
+            .saturating_sub(st.succeeded[op_index(Op::Remove)]);
+        let flushed = flushed0
+            .zip(inst.flushed_lines.as_ref().and_then(|f| f()))
+            .map(|(a, b)| b.saturating_sub(a));
+        let ops = st.ops.max(1) as f64;
+        let mut b = BenchResult::new(&j.name, &name, param.clone(), t as u32, st.mops())
+            .with("ops", st.ops)
+            .with("run_s", st.secs)
+            .with("cpu_s", st.cpu_secs)
+            .with("mops_cpu", st.mops_cpu(t))
+            .with("load_s", load_s)
+            .with("records_at_start", held_before)
+            .with("load_threads", lt)
+            .with("load_cpu_s", load_cpu)
+            .with("load_mops", load_mops)
+            .with("distribution", j.dist.name())
+            .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
+            .with("wrong", st.wrong_answers())
+            .with("checked", expected.is_some())
+            .with("samples_mops", st.samples.clone());
+        if st.wrong_answers() > 0 {
+            b = b
+                .with("wrong_values", st.wrong_values)
+                .with("lost_keys", st.wrong.lost)
+                .with("phantom_keys", st.wrong.phantom)
+                .with("failed_inserts", st.wrong.failed_inserts)
+                .with("wrong_scans", st.wrong.scans);
         }
+        // Ferrite's persist barriers and lines are counted by its PM
+        // layer; a published index's flushes are not seen (not 0).
+        if !peers::is_peer(v) {
+            b = b
+                .with("fences_per_op", st.persist.fences as f64 / ops)
+                .with("lines_per_op", st.persist.flushed_lines as f64 / ops)
+                .with("load_fences_per_insert", load_f)
+                .with("load_lines_per_insert", load_l)
+                .with("flush_source", "ferrite-pm counters");
+        } else if let Some(lines) = flushed {
+            // A counting build: its own flush instructions plus PMDK's.
+            b = b
+                .with("lines_per_op", lines as f64 / ops)
+                .with("load_lines_per_insert", load_l)
+                .with("flush_source", "counting build + libpmem interposition");
+        }
+        if let Some(x) = mem.dram_bytes {
+            b = b.with("dram_bytes", x);
+        }
+        if let Some(x) = mem.pm_bytes {
+            b = b.with("pm_bytes", x);
+        }
+        if let Some(x) = per_rec(mem.dram_bytes) {
+            b = b
+                .with("dram_B_per_rec", x)
+                .with("dram_source", mem.dram_source);
+        }
+        if let Some(x) = per_rec(mem.pm_bytes) {
+            b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
+        }
+        if j.mix.scan > 0.0 {
+            b = b.with("scanned", st.scanned);
+        }
+        if let Some(l) = st.latency {
+            b.p50_ns = Some(l.p50);
+            b.p99_ns = Some(l.p99);
+            b = b
+                .with("p90_ns", l.p90)
+                .with("p999_ns", l.p999)
+                .with("p9999_ns", l.p9999)
+                .with("p99999_ns", l.p99999)
+                .with("max_ns", l.max)
+                .with("latency_samples", l.samples);
+        }
+        if st.stopped_early {
+            b = b.with("stopped_early", true);
+            emit(Event::Note(format!(
+                "{} on {name} {t}t stopped after --max-seconds {}: {} of {} operations",
+                j.name, c.max_seconds, st.ops, c.operations
+            )));
+        }
+        if st.wrong_answers() > 0 {
+            let w = st.wrong;
+            let n = format!(
+                "WRONG ANSWERS: {} on {name} at {t} thread(s): {} lookups returned another key's value, {} loaded keys not found, {} keys found that were never inserted or were removed, {} inserts of new keys refused, {} scans returned other records than the index holds",
+                j.name, st.wrong_values, w.lost, w.phantom, w.failed_inserts, w.scans
+            );
+            let n = match &st.wrong_example {
+                Some(x) => format!("{n}; the first: {x}"),
+                None => n,
+            };
+            emit(Event::Warning(n));
+        }
+        emit(Event::Result(Box::new(b)));
     }
     emit(Event::Wrong {
         values: wrong_values,
