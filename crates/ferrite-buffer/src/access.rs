@@ -85,6 +85,11 @@ pub struct PageGuard<'a> {
     /// Formatted by this operation (its record zeroes the page first).
     pub(crate) fresh: bool,
     pub(crate) overlay: Option<Box<Overlay>>,
+    /// The page's bytes when they were all resident in a full DRAM frame at
+    /// latching: they stay so while the latch is held (a frame loses lines
+    /// only when it is evicted and reused, under its exclusive latch), so
+    /// reads skip the frame state's residency check. `None`: not known.
+    pub(crate) whole: Option<std::ptr::NonNull<u8>>,
 }
 
 impl Drop for PageGuard<'_> {
@@ -160,6 +165,9 @@ impl<'a> PageGuard<'a> {
 
     /// Whether every line of the page is resident.
     pub fn is_full(&self) -> bool {
+        if self.whole.is_some() {
+            return true;
+        }
         match self.loc {
             // SAFETY: the guard holds the frame's latch.
             Loc::Full(f) => unsafe { self.bm.dram().full_frame(f).st() }.all_resident,
@@ -323,6 +331,9 @@ impl<'a> PageGuard<'a> {
         let end = off.checked_add(len)?;
         if len == 0 || end > self.page_size() {
             return None;
+        }
+        if let Some(p) = self.whole {
+            return Some(p.as_ptr().wrapping_add(off) as *const u8);
         }
         let (a, b) = line_span(off, len);
         match self.loc {

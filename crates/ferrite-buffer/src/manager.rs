@@ -223,6 +223,15 @@ impl BufferManager {
         if let (Loc::Full(f) | Loc::Mini(f), Mode::Exclusive) = (loc, mode) {
             crate::latch::note_exclusive(f, true);
         }
+        let whole = match loc {
+            Loc::Full(f) => {
+                let dram = self.dram();
+                // SAFETY: the caller holds the frame's latch.
+                let all = unsafe { dram.full_frame(f).st() }.all_resident;
+                all.then(|| std::ptr::NonNull::new(dram.buf(f))).flatten()
+            }
+            _ => None,
+        };
         PageGuard {
             bm: self,
             loc,
@@ -231,6 +240,7 @@ impl BufferManager {
             touched: Default::default(),
             fresh: false,
             overlay: None,
+            whole,
         }
     }
 
