@@ -199,12 +199,12 @@ fn lower_bound_page(
 const TIE_WALK: usize = 4;
 
 /// `lower_bound` over `count` slots in memory: the first slot whose key is
-/// >= `k` (> when `strict`). A branchless search of the heads (which are
-/// non-decreasing, as the keys are sorted) finds the first slot whose head is
-/// not below `k`'s; every slot before it holds a smaller key. From there the
-/// slots whose head equals `k`'s are compared in turn (`tie(i)` compares slot
-/// i's whole key when the heads cannot decide; `Ok(None)`: give up), the
-/// first few one by one, a longer run of equal heads by binary search.
+/// at least `k` (greater when `strict`). A branchless search of the heads
+/// (non-decreasing, as the keys are sorted) finds the first slot whose head
+/// is not below `k`'s; every slot before it holds a smaller key. From there
+/// the slots whose head equals `k`'s are compared in turn (`tie(i)` compares
+/// slot i's whole key when the heads cannot decide; `Ok(None)`: give up),
+/// the first few one by one, a longer run of equal heads by binary search.
 #[inline]
 fn search_slots<E>(
     slots: &[u8],
