@@ -15,6 +15,9 @@ use crate::frame::{Fid, NO_FRAME, NO_PARENT, RESIDENT};
 use crate::manager::BufferManager;
 use crate::pm::NO_PAGE;
 use crate::ssd::SsdTier;
+
+/// How many clock steps ahead of the hand descriptors are prefetched.
+const CLOCK_AHEAD: usize = 8;
 use crate::swip::{Swip, SWIZZLED};
 use crate::table::Entry;
 
@@ -54,7 +57,12 @@ impl BufferManager {
         let dram = self.dram();
         let n = dram.slots();
         for _ in 0..2 * n {
-            let fid = dram.at_slot(dram.hand.fetch_add(1, Ordering::Relaxed) % n);
+            let hand = dram.hand.fetch_add(1, Ordering::Relaxed);
+            // The descriptors the hand reaches next start loading now: most
+            // steps only read a descriptor and move on, so their misses
+            // overlap instead of following one another.
+            dram.prefetch(dram.at_slot(hand.wrapping_add(CLOCK_AHEAD) % n), 0);
+            let fid = dram.at_slot(hand % n);
             let c = dram.common(fid);
             if c.state.load(Ordering::Acquire) != RESIDENT
                 || c.pinned.load(Ordering::Relaxed)

@@ -718,37 +718,56 @@ impl BufferManager {
         if mini_pos(have, a, b).is_some() {
             return true;
         }
-        let mut merged: Vec<u16> = have.to_vec();
-        for l in a..=b {
-            if !have.contains(&(l as u16)) {
-                merged.push(l as u16);
+        // The sorted union of the held lines and a..=b, on the stack: for each
+        // slot of it, its line and the slot it comes from (`FROM_PM`: a new line).
+        const FROM_PM: u8 = u8::MAX;
+        let mut merged = [(0u16, FROM_PM); MINI_SLOTS];
+        let (mut m, mut i, mut l) = (0, 0, a);
+        while i < have.len() || l <= b {
+            let h = have.get(i).map(|&h| h as usize);
+            let next = match h {
+                Some(h) if l > b || h <= l => {
+                    if h == l {
+                        l += 1;
+                    }
+                    i += 1;
+                    (h as u16, (i - 1) as u8)
+                }
+                _ => {
+                    l += 1;
+                    ((l - 1) as u16, FROM_PM)
+                }
+            };
+            if m == MINI_SLOTS {
+                return false;
             }
+            merged[m] = next;
+            m += 1;
         }
-        if merged.len() > MINI_SLOTS {
-            return false;
-        }
-        merged.sort_unstable();
+        let merged = &merged[..m];
         let Some(f) = c.pm_frame() else {
             return false;
         };
         let buf = dram.buf(fid);
         let mut dirty = 0u16;
         // Existing lines only move right: place them from the end.
-        for (newp, &l) in merged.iter().enumerate().rev() {
-            if let Some(oldp) = have.iter().position(|&h| h == l) {
-                if oldp != newp {
-                    // SAFETY: both slots are inside the 16-line buffer.
-                    unsafe { std::ptr::copy(buf.add(oldp * LINE), buf.add(newp * LINE), LINE) };
-                }
-                if st.dirty >> oldp & 1 != 0 {
-                    dirty |= 1 << newp;
-                }
+        for (newp, &(_, oldp)) in merged.iter().enumerate().rev() {
+            if oldp == FROM_PM {
+                continue;
+            }
+            let oldp = oldp as usize;
+            if oldp != newp {
+                // SAFETY: both slots are inside the 16-line buffer.
+                unsafe { std::ptr::copy(buf.add(oldp * LINE), buf.add(newp * LINE), LINE) };
+            }
+            if st.dirty >> oldp & 1 != 0 {
+                dirty |= 1 << newp;
             }
         }
         let src = self.pm.data(f);
-        let mut n = 0;
-        for (newp, &l) in merged.iter().enumerate() {
-            if !have.contains(&l) {
+        let (mut n, mut lo, mut hi) = (0, usize::MAX, 0);
+        for (newp, &(l, oldp)) in merged.iter().enumerate() {
+            if oldp == FROM_PM {
                 // SAFETY: line l of the PM frame into slot newp.
                 unsafe {
                     std::ptr::copy_nonoverlapping(
@@ -758,15 +777,17 @@ impl BufferManager {
                     )
                 };
                 n += 1;
+                (lo, hi) = (lo.min(l as usize), hi.max(l as usize));
             }
         }
         // The new lines all lie in a..=b (one contiguous read).
-        let new_lines = merged.iter().filter(|l| !have.contains(l));
-        if let (Some(&lo), Some(&hi)) = (new_lines.clone().min(), new_lines.max()) {
-            self.pm.model_read(f, lo as usize, hi as usize);
+        if n > 0 {
+            self.pm.model_read(f, lo, hi);
         }
-        st.slots[..merged.len()].copy_from_slice(&merged);
-        st.count = merged.len() as u8;
+        for (slot, &(l, _)) in st.slots.iter_mut().zip(merged) {
+            *slot = l;
+        }
+        st.count = m as u8;
         st.dirty = dirty;
         dram.counters.line_loads.fetch_add(n, Ordering::Relaxed);
         self.pm.counters.lines_read.fetch_add(n, Ordering::Relaxed);
