@@ -214,17 +214,16 @@ fn search_slots<E>(
     mut tie: impl FnMut(usize) -> std::result::Result<Option<Ordering>, E>,
 ) -> std::result::Result<Option<usize>, E> {
     let kh = head(k);
-    let head_at = |i: usize| head_len(&slots[i * SLOT..(i + 1) * SLOT]);
     let mut i = first_head_at_least(slots, count, kh);
     let mut cmp = |i: usize| {
-        let (sh, sl) = head_at(i);
+        let (sh, sl) = slot_head_len(slots, i);
         match cmp_by_head(sh, sl, kh, k) {
             Some(c) => Ok(Some(c)),
             None => tie(i),
         }
     };
     for _ in 0..TIE_WALK {
-        if i == count || head_at(i).0 != kh {
+        if i == count || slot_head_len(slots, i).0 != kh {
             // A greater head: a greater key.
             return Ok(Some(i));
         }
@@ -247,7 +246,7 @@ fn first_head_at_least(slots: &[u8], count: usize, kh: u32) -> usize {
     if count == 0 {
         return 0;
     }
-    let head_at = |i: usize| head_len(&slots[i * SLOT..(i + 1) * SLOT]).0;
+    let head_at = |i: usize| slot_head_len(slots, i).0;
     let (mut base, mut n) = (0, count);
     while n > 1 {
         let half = n / 2;
@@ -256,6 +255,12 @@ fn first_head_at_least(slots: &[u8], count: usize, kh: u32) -> usize {
         n -= half;
     }
     base + usize::from(head_at(base) < kh)
+}
+
+/// The head and key length of slot `i` of a slot array.
+#[inline]
+fn slot_head_len(slots: &[u8], i: usize) -> (u32, usize) {
+    head_len(&slots[i * SLOT..(i + 1) * SLOT])
 }
 
 /// The head and key length in a slot's 8 bytes.

@@ -15,11 +15,11 @@ use crate::frame::{Fid, NO_FRAME, NO_PARENT, RESIDENT};
 use crate::manager::BufferManager;
 use crate::pm::NO_PAGE;
 use crate::ssd::SsdTier;
+use crate::swip::{Swip, SWIZZLED};
+use crate::table::Entry;
 
 /// How many clock steps ahead of the hand descriptors are prefetched.
 const CLOCK_AHEAD: usize = 8;
-use crate::swip::{Swip, SWIZZLED};
-use crate::table::Entry;
 
 /// Rounds of a full sweep without a victim before giving up.
 const IDLE_ROUNDS: usize = 200;

@@ -724,18 +724,20 @@ impl BufferManager {
         let mut merged = [(0u16, FROM_PM); MINI_SLOTS];
         let (mut m, mut i, mut l) = (0, 0, a);
         while i < have.len() || l <= b {
-            let h = have.get(i).map(|&h| h as usize);
-            let next = match h {
-                Some(h) if l > b || h <= l => {
-                    if h == l {
+            let next = match have.get(i) {
+                // A held line comes first (the range's line, when equal, is it).
+                Some(&h) if l > b || h as usize <= l => {
+                    if h as usize == l {
                         l += 1;
                     }
+                    let from = i as u8;
                     i += 1;
-                    (h as u16, (i - 1) as u8)
+                    (h, from)
                 }
                 _ => {
+                    let line = l as u16;
                     l += 1;
-                    ((l - 1) as u16, FROM_PM)
+                    (line, FROM_PM)
                 }
             };
             if m == MINI_SLOTS {
