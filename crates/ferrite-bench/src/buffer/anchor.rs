@@ -370,6 +370,7 @@ fn stats_from_json(v: &Value) -> RunStats {
         wrong: v["wrong"].as_u64().unwrap_or(0),
         missing: v["missing"].as_u64().unwrap_or(0),
         timeline: Vec::new(),
+        samples: Vec::new(),
         cpu_secs: f("cpu_secs"),
         rq_wait_secs: f("rq_wait_secs"),
     }

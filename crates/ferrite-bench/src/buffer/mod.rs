@@ -83,6 +83,11 @@ pub struct BufferBenchConfig {
     /// a burst of noise from the machine's neighbours hits one round of one
     /// engine, not the ratio.
     pub anchor_rounds: usize,
+    /// Slices of the YCSB and TPC-C sweeps (Figs. 8 and 9): the designs of a
+    /// cell are loaded together and measured in turn, `seconds / interleave`
+    /// at a time, so that the machine's slow spells (its neighbours) fall on
+    /// every design of the comparison alike. 1: one run per design, in turn.
+    pub interleave: usize,
     /// The command that reaches `anchor::child_main` (the `ferrite` binary
     /// and its hidden subcommand); empty: the anchors are skipped.
     pub anchor_child: Vec<String>,
@@ -128,6 +133,7 @@ impl Default for BufferBenchConfig {
             anchor_mib: vec![128, 1024],
             anchor_workloads: vec![Workload::ReadOnly, Workload::ReadWrite { update_pct: 50 }],
             anchor_rounds: 1,
+            interleave: 5,
             anchor_child: Vec::new(),
             seconds: 5.0,
             warmup_seconds: 5.0,
@@ -156,6 +162,9 @@ impl BufferBenchConfig {
                     EXPERIMENTS.join(", ")
                 ));
             }
+        }
+        if self.interleave == 0 {
+            return bad("--interleave must be at least 1".into());
         }
         if self.seconds <= 0.0 || self.warmup_seconds < 0.0 {
             return bad("--seconds must be > 0 and --warmup-seconds >= 0".into());
@@ -250,6 +259,8 @@ mod tests {
     fn a_tiny_run_of_every_experiment_but_the_anchors_fills_every_table() {
         let mut cfg = tiny_config();
         cfg.experiments.retain(|e| e != "anchors");
+        // Every TPC-C run checked, the interleaved sweep's slices too.
+        cfg.tpcc_check_all = true;
         let run = super::run(&cfg, &Quiet).unwrap();
         assert_eq!(run.problems, Vec::<String>::new());
         let names: Vec<&str> = run.sections.iter().map(|s| s.experiment.as_str()).collect();
@@ -304,6 +315,22 @@ mod tests {
                 .unwrap()
         };
         assert!(w("three-tier") < w("pm-direct"));
+        // The sweeps measured their designs interleaved, each for its share of
+        // the time (the tiny configuration keeps the default 5 slices).
+        let tpcc: Vec<_> = run
+            .report
+            .results
+            .iter()
+            .filter(|r| r.extra["experiment"] == "tpcc")
+            .collect();
+        assert_eq!(tpcc.len(), 5);
+        for r in &tpcc {
+            assert_eq!(r.extra["slices"], 5, "{r:?}");
+            assert_eq!(r.extra["slice_mops"].as_array().unwrap().len(), 5, "{r:?}");
+            assert_eq!(r.extra["interleaved_with"], 4, "{r:?}");
+            assert!(r.extra["ops"].as_u64().unwrap() > 0, "{r:?}");
+            assert_eq!(r.extra["consistency_violations"], 0, "{r:?}");
+        }
         // Data beyond DRAM does not fit main-memory: its sweep cell is empty.
         let big = &run.sections[1].rows[2];
         assert_eq!(big[3], "-", "{big:?}");

@@ -341,6 +341,8 @@ pub struct RunStats {
     pub missing: u64,
     /// (seconds since start, Mops/s in that interval).
     pub timeline: Vec<(f64, f64)>,
+    /// The sampled latencies (ns, sorted) behind `p50_ns` and `p99_ns`.
+    pub samples: Vec<u32>,
     /// CPU seconds the measuring thread got during the measurement (user and
     /// system; the store does all its work in that thread). Beside `secs` it
     /// says how much of the wall-clock time the thread ran, which other
@@ -507,9 +509,37 @@ pub fn run<T: YcsbTarget + ?Sized>(t: &T, spec: &RunSpec) -> KvResult<RunStats> 
         wrong: ex.wrong - wrong0,
         missing: ex.missing - missing0,
         timeline,
+        samples: lat,
         cpu_secs,
         rq_wait_secs,
     })
+}
+
+impl RunStats {
+    /// The slices of one interleaved measurement as one run: counts and
+    /// times summed, percentiles over every slice's samples (timelines are
+    /// dropped: they belong to single runs).
+    pub fn merge(parts: Vec<RunStats>) -> RunStats {
+        let mut m = RunStats::default();
+        for p in parts {
+            m.ops += p.ops;
+            m.secs += p.secs;
+            m.wrong += p.wrong;
+            m.missing += p.missing;
+            m.cpu_secs += p.cpu_secs;
+            m.rq_wait_secs += p.rq_wait_secs;
+            m.samples.extend(p.samples);
+        }
+        m.samples.sort_unstable();
+        m.mops = if m.secs > 0.0 {
+            m.ops as f64 / m.secs / 1e6
+        } else {
+            0.0
+        };
+        m.p50_ns = percentile(&m.samples, 0.5);
+        m.p99_ns = percentile(&m.samples, 0.99);
+        m
+    }
 }
 
 #[cfg(test)]

@@ -87,6 +87,10 @@ pub struct BufferBenchArgs {
     /// turn; each cell reports its median round
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub anchor_rounds: u64,
+    /// Slices of the YCSB and TPC-C sweeps: a cell's designs are loaded
+    /// together and measured in turn, seconds/N at a time (1: one run each)
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub interleave: u64,
     /// Measured seconds per cell
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
@@ -190,6 +194,7 @@ impl BufferBenchArgs {
             anchor_mib: self.anchor_mib.clone(),
             anchor_workloads: workloads(&self.anchor_workloads)?,
             anchor_rounds: self.anchor_rounds as usize,
+            interleave: self.interleave as usize,
             anchor_child: vec![
                 exe.display().to_string(),
                 "bench".into(),

@@ -84,6 +84,21 @@ impl Ctx<'_> {
         )
     }
 
+    /// The timing of a sweep cell, whose designs are measured interleaved.
+    pub fn sweep_timing(&self) -> String {
+        let n = self.cfg.interleave;
+        if n > 1 {
+            format!(
+                "{} s per cell after {} s of warm-up, 1 thread; the designs of a cell are loaded together and measured in {n} alternating slices of {} s each",
+                self.cfg.seconds,
+                self.cfg.warmup_seconds,
+                self.cfg.seconds / n as f64
+            )
+        } else {
+            self.timing()
+        }
+    }
+
     pub fn tiers_line(&self) -> String {
         let model = if self.cfg.pm_read_ns > 0 {
             format!(
@@ -191,34 +206,69 @@ impl Ctx<'_> {
         records: u64,
         param: Value,
     ) -> Result<BenchResult> {
-        let s = &l.store;
-        self.progress.run_begin(&s.label, 1, &workload.name());
-        if self.cfg.warmup_seconds > 0.0 {
-            let mut w = RunSpec::new(workload, records, self.cfg.warmup_seconds);
-            w.seed = self.cfg.seed ^ 0x77;
-            ycsb::run(&s.tree, &w)?;
+        let mut v = self.measure_ycsb_rounds(experiment, &[l], workload, records, param, 1)?;
+        Ok(v.remove(0))
+    }
+
+    /// Warms every store up with `workload`, then measures them in `rounds`
+    /// alternating slices of `seconds / rounds` each: one result per store.
+    pub fn measure_ycsb_rounds(
+        &mut self,
+        experiment: &str,
+        ls: &[&Loaded],
+        workload: Workload,
+        records: u64,
+        param: Value,
+        rounds: usize,
+    ) -> Result<Vec<BenchResult>> {
+        for l in ls {
+            self.progress
+                .run_begin(&l.store.label, 1, &format!("{} warm-up", workload.name()));
+            if self.cfg.warmup_seconds > 0.0 {
+                let mut w = RunSpec::new(workload, records, self.cfg.warmup_seconds);
+                w.seed = self.cfg.seed ^ 0x77;
+                ycsb::run(&l.store.tree, &w)?;
+            }
         }
-        let before = s.stats();
-        let mut spec = RunSpec::new(workload, records, self.cfg.seconds);
-        spec.seed = self.cfg.seed;
+        let before: Vec<_> = ls.iter().map(|l| l.store.stats()).collect();
         let load0 = env::loadavg();
-        let r = ycsb::run(&s.tree, &spec)?;
-        let after = s.stats();
-        if r.wrong > 0 || r.missing > 0 {
-            self.problems.push(format!(
-                "{experiment}: {} {}: {} reads of another record, {} of missing records",
-                s.label,
-                workload.name(),
-                r.wrong,
-                r.missing
-            ));
+        let mut parts: Vec<Vec<ycsb::RunStats>> = ls.iter().map(|_| Vec::new()).collect();
+        for (r, i) in slice_order(ls.len(), rounds) {
+            let s = &ls[i].store;
+            self.progress
+                .run_begin(&s.label, 1, &slice_name(&workload.name(), r, rounds));
+            let mut spec = RunSpec::new(workload, records, self.cfg.seconds / rounds as f64);
+            // Round 0 keeps the seed of a single run; later slices draw on.
+            spec.seed = self.cfg.seed.wrapping_add(r as u64 * 0x9e37_79b9);
+            parts[i].push(ycsb::run(&s.tree, &spec)?);
         }
-        let mut b = BenchResult::new(&workload.name(), &s.label, Some(param), 1, r.mops);
-        b.p50_ns = Some(r.p50_ns);
-        b.p99_ns = Some(r.p99_ns);
-        let b = with_cpu(b, r.ops, r.secs, r.cpu_secs, r.rq_wait_secs);
-        let b = self.common(b, experiment, l, records, r.ops, &before, &after, load0);
-        Ok(b)
+        let slice_mops: Vec<Vec<f64>> = parts
+            .iter()
+            .map(|p| p.iter().map(|r| r.mops).collect())
+            .collect();
+        let mut out = Vec::new();
+        for (((l, before), parts), slices) in ls.iter().zip(&before).zip(parts).zip(slice_mops) {
+            let s = &l.store;
+            let r = ycsb::RunStats::merge(parts);
+            let after = s.stats();
+            if r.wrong > 0 || r.missing > 0 {
+                self.problems.push(format!(
+                    "{experiment}: {} {}: {} reads of another record, {} of missing records",
+                    s.label,
+                    workload.name(),
+                    r.wrong,
+                    r.missing
+                ));
+            }
+            let mut b =
+                BenchResult::new(&workload.name(), &s.label, Some(param.clone()), 1, r.mops);
+            b.p50_ns = Some(r.p50_ns);
+            b.p99_ns = Some(r.p99_ns);
+            let b = with_cpu(b, r.ops, r.secs, r.cpu_secs, r.rq_wait_secs);
+            let b = with_slices(b, &slices, ls.len());
+            out.push(self.common(b, experiment, l, records, r.ops, before, &after, load0));
+        }
+        Ok(out)
     }
 
     /// Warms up and measures TPC-C on a loaded store (`mops` is million
@@ -230,9 +280,21 @@ impl Ctx<'_> {
         w: u16,
         check: bool,
     ) -> Result<BenchResult> {
-        let s = &l.store;
-        self.progress.run_begin(&s.label, 1, "tpcc");
-        let st = s.txs();
+        let mut v = self.measure_tpcc_rounds(experiment, &[l], w, check, 1)?;
+        Ok(v.remove(0))
+    }
+
+    /// Warms every store up with TPC-C, then measures them in `rounds`
+    /// alternating slices of `seconds / rounds` each, every store's driver
+    /// going on where its last slice stopped: one result per store.
+    pub fn measure_tpcc_rounds(
+        &mut self,
+        experiment: &str,
+        ls: &[&Loaded],
+        w: u16,
+        check: bool,
+        rounds: usize,
+    ) -> Result<Vec<BenchResult>> {
         let mut spec = TpccRun {
             warehouses: w,
             scale: self.cfg.tpcc_scale,
@@ -242,42 +304,62 @@ impl Ctx<'_> {
             warmup_seconds: 0.0,
             seed: self.cfg.seed ^ 0x77,
         };
-        if self.cfg.warmup_seconds > 0.0 {
-            tpcc::run(&st, &spec)?;
-        }
-        spec.seconds = self.cfg.seconds;
-        spec.seed = self.cfg.seed;
-        let before = s.stats();
-        let load0 = env::loadavg();
-        let t0 = Instant::now();
-        let cpu0 = ycsb::thread_cpu_secs();
-        let rq0 = ycsb::thread_rq_wait_secs();
-        let r = tpcc::run(&st, &spec)?;
-        let (secs, cpu) = (t0.elapsed().as_secs_f64(), ycsb::thread_cpu_secs() - cpu0);
-        let rq = match (rq0, ycsb::thread_rq_wait_secs()) {
-            (Some(a), Some(b)) => (b - a).max(0.0),
-            _ => 0.0,
-        };
-        let after = s.stats();
-        let b = BenchResult::new("tpcc", &s.label, Some(Value::from(w)), 1, r.tps / 1e6)
-            .with("tps", r.tps)
-            .with("tpmc", r.tpmc)
-            .with("rollbacks", r.rollbacks)
-            .with("new_order", r.per_kind[0])
-            .with("payment", r.per_kind[1])
-            .with("order_status", r.per_kind[2])
-            .with("delivery", r.per_kind[3])
-            .with("stock_level", r.per_kind[4]);
-        let mut b = with_cpu(b, r.txns, secs, cpu, rq);
-        if check {
-            let v = tpcc::check(&st, w)?;
-            b = b.with("consistency_violations", v.len() as u64);
-            for m in v.into_iter().take(10) {
-                self.problems
-                    .push(format!("{experiment}: {} TPC-C: {m}", s.label));
+        for l in ls {
+            self.progress.run_begin(&l.store.label, 1, "tpcc warm-up");
+            if self.cfg.warmup_seconds > 0.0 {
+                tpcc::run(&l.store.txs(), &spec)?;
             }
         }
-        Ok(self.common(b, experiment, l, 0, r.txns, &before, &after, load0))
+        spec.seconds = self.cfg.seconds / rounds as f64;
+        let mut drivers: Vec<_> = ls
+            .iter()
+            .map(|_| tpcc::Driver::new(w, self.cfg.tpcc_scale, self.cfg.seed))
+            .collect();
+        let mut sums: Vec<Sums<tpcc::TpccStats>> = ls.iter().map(|_| Sums::default()).collect();
+        let before: Vec<_> = ls.iter().map(|l| l.store.stats()).collect();
+        let load0 = env::loadavg();
+        for (r, i) in slice_order(ls.len(), rounds) {
+            let s = &ls[i].store;
+            self.progress
+                .run_begin(&s.label, 1, &slice_name("tpcc", r, rounds));
+            let (cpu0, rq0) = (ycsb::thread_cpu_secs(), ycsb::thread_rq_wait_secs());
+            let st = s.txs();
+            let part = tpcc::run_with(&mut drivers[i], &st, &spec)?;
+            let sum = &mut sums[i];
+            sum.cpu += ycsb::thread_cpu_secs() - cpu0;
+            if let (Some(a), Some(b)) = (rq0, ycsb::thread_rq_wait_secs()) {
+                sum.rq += (b - a).max(0.0);
+            }
+            sum.run.add(&part);
+            sum.slices.push(part.tps / 1e6);
+        }
+        let mut out = Vec::new();
+        for ((l, before), sum) in ls.iter().zip(&before).zip(sums) {
+            let s = &l.store;
+            let after = s.stats();
+            let r = &sum.run;
+            let b = BenchResult::new("tpcc", &s.label, Some(Value::from(w)), 1, r.tps / 1e6)
+                .with("tps", r.tps)
+                .with("tpmc", r.tpmc)
+                .with("rollbacks", r.rollbacks)
+                .with("new_order", r.per_kind[0])
+                .with("payment", r.per_kind[1])
+                .with("order_status", r.per_kind[2])
+                .with("delivery", r.per_kind[3])
+                .with("stock_level", r.per_kind[4]);
+            let b = with_cpu(b, r.txns, r.secs, sum.cpu, sum.rq);
+            let mut b = with_slices(b, &sum.slices, ls.len());
+            if check {
+                let v = tpcc::check(&s.txs(), w)?;
+                b = b.with("consistency_violations", v.len() as u64);
+                for m in v.into_iter().take(10) {
+                    self.problems
+                        .push(format!("{experiment}: {} TPC-C: {m}", s.label));
+                }
+            }
+            out.push(self.common(b, experiment, l, 0, r.txns, before, &after, load0));
+        }
+        Ok(out)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -379,6 +461,46 @@ pub(crate) fn with_cpu(
         )
 }
 
+/// One store's running totals over the slices of an interleaved measurement.
+#[derive(Default)]
+struct Sums<R> {
+    run: R,
+    cpu: f64,
+    rq: f64,
+    /// Each slice's throughput (Mops/s).
+    slices: Vec<f64>,
+}
+
+/// The slices of an interleaved measurement of `n` stores in `rounds`
+/// rounds, as (round, store): every round measures each store once, and
+/// round `r` starts at store `r mod n`, so that each store leads as often as
+/// the others and a slow spell of the machine falls on all of them alike.
+pub(crate) fn slice_order(n: usize, rounds: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..rounds).flat_map(move |r| (0..n).map(move |k| (r, (r + k) % n)))
+}
+
+fn slice_name(job: &str, r: usize, rounds: usize) -> String {
+    if rounds > 1 {
+        format!("{job} slice {}/{rounds}", r + 1)
+    } else {
+        job.to_string()
+    }
+}
+
+/// Records how the cell was measured: in alternating slices (their count and
+/// each one's Mops/s) beside `designs - 1` other designs; nothing for a
+/// single run of its own.
+fn with_slices(b: BenchResult, slices: &[f64], designs: usize) -> BenchResult {
+    if slices.len() > 1 && designs > 1 {
+        let each: Vec<f64> = slices.iter().map(|m| (m * 1e6).round() / 1e6).collect();
+        b.with("slices", slices.len() as u64)
+            .with("slice_mops", each)
+            .with("interleaved_with", designs as u64 - 1)
+    } else {
+        b
+    }
+}
+
 /// Runs every configured experiment.
 pub(crate) fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<BufferRun> {
     super::designs::remove_stale(&cfg.dirs.pool_dir);
@@ -453,4 +575,23 @@ pub(crate) fn run(cfg: &BufferBenchConfig, progress: &dyn Progress) -> Result<Bu
         charts: cx.charts,
         problems: cx.problems,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slice_order;
+
+    #[test]
+    fn every_round_measures_each_store_once_and_the_lead_rotates() {
+        let v: Vec<_> = slice_order(3, 4).collect();
+        assert_eq!(v.len(), 12);
+        for r in 0..4 {
+            let mut round: Vec<usize> = v[r * 3..r * 3 + 3].iter().map(|&(_, i)| i).collect();
+            assert!(v[r * 3..r * 3 + 3].iter().all(|&(rr, _)| rr == r));
+            assert_eq!(round[0], r % 3);
+            round.sort_unstable();
+            assert_eq!(round, [0, 1, 2]);
+        }
+        assert_eq!(slice_order(1, 1).collect::<Vec<_>>(), [(0, 0)]);
+    }
 }

@@ -5,7 +5,7 @@ use ferrite_btree::Design;
 use ferrite_report::chart::{LineChart, Series};
 use serde_json::Value;
 
-use super::Ctx;
+use super::{Ctx, Loaded};
 use crate::buffer::output::{num, Section};
 use crate::buffer::ycsb::Workload;
 use crate::buffer::{TPCC_BYTES_PER_WAREHOUSE, YCSB_BYTES_PER_RECORD};
@@ -89,14 +89,17 @@ pub(crate) fn ycsb(cx: &mut Ctx<'_>) -> Result<()> {
         let records = cfg.ycsb_records(mib);
         let p = Value::from(mib);
         params.push((p.clone(), format!("{mib}")));
+        let mut loaded = Vec::new();
         for &d in &cfg.designs {
             if !may_fit(cx, d, records * YCSB_BYTES_PER_RECORD) {
                 continue;
             }
-            if let Some(l) = cx.load_ycsb(d.name(), &cfg.design_config(d), records)? {
-                let b = cx.measure_ycsb("ycsb", &l, Workload::ReadOnly, records, p.clone())?;
-                cx.push(b);
-            }
+            loaded.extend(cx.load_ycsb(d.name(), &cfg.design_config(d), records)?);
+        }
+        let ls: Vec<&Loaded> = loaded.iter().collect();
+        let rounds = cfg.interleave;
+        for b in cx.measure_ycsb_rounds("ycsb", &ls, Workload::ReadOnly, records, p, rounds)? {
+            cx.push(b);
         }
     }
     let (rows, series) = section_rows(cx, "ycsb", "ycsb-ro", &params, 1.0);
@@ -116,7 +119,7 @@ pub(crate) fn ycsb(cx: &mut Ctx<'_>) -> Result<()> {
         workload: format!(
             "YCSB-RO (lookups of one field), Zipf z=1; {}; {}; '-': the data does not fit the design",
             cx.tiers_line(),
-            cx.timing()
+            cx.sweep_timing()
         ),
         head,
         rows,
@@ -161,14 +164,17 @@ pub(crate) fn tpcc(cx: &mut Ctx<'_>) -> Result<()> {
         params.push((p.clone(), format!("{w}")));
         let est = w as u64 * TPCC_BYTES_PER_WAREHOUSE * cfg.tpcc_scale.items as u64
             / crate::buffer::tpcc::Scale::SPEC.items as u64;
+        let mut loaded = Vec::new();
         for &d in &cfg.designs {
             if !may_fit(cx, d, est) {
                 continue;
             }
-            if let Some(l) = cx.load_tpcc(d.name(), &cfg.design_config(d), w)? {
-                let b = cx.measure_tpcc("tpcc", &l, w, cfg.tpcc_check_all)?;
-                cx.push(b);
-            }
+            loaded.extend(cx.load_tpcc(d.name(), &cfg.design_config(d), w)?);
+        }
+        let ls: Vec<&Loaded> = loaded.iter().collect();
+        let check = cfg.tpcc_check_all;
+        for b in cx.measure_tpcc_rounds("tpcc", &ls, w, check, cfg.interleave)? {
+            cx.push(b);
         }
     }
     let (rows, series) = section_rows(cx, "tpcc", "tpcc", &params, 1000.0);
@@ -188,7 +194,7 @@ pub(crate) fn tpcc(cx: &mut Ctx<'_>) -> Result<()> {
         workload: format!(
             "TPC-C, spec mix (45/43/4/4/4), no think times, 1% New-Order rollbacks; {}; {}; '-': does not fit",
             cx.tiers_line(),
-            cx.timing()
+            cx.sweep_timing()
         ),
         head,
         rows,

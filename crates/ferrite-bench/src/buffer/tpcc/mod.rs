@@ -51,9 +51,32 @@ pub struct TpccStats {
     pub rollbacks: u64,
 }
 
+impl TpccStats {
+    /// Adds a later slice of the same measurement.
+    pub fn add(&mut self, o: &TpccStats) {
+        self.txns += o.txns;
+        self.secs += o.secs;
+        for (a, b) in self.per_kind.iter_mut().zip(o.per_kind) {
+            *a += b;
+        }
+        self.rollbacks += o.rollbacks;
+        if self.secs > 0.0 {
+            self.tps = self.txns as f64 / self.secs;
+            self.tpmc = self.per_kind[0] as f64 / self.secs * 60.0;
+        }
+    }
+}
+
 /// Runs the warm-up and then the measured mix on a loaded database.
 pub fn run(st: &dyn TxStore, spec: &TpccRun) -> KvResult<TpccStats> {
     let mut drv = Driver::new(spec.warehouses, spec.scale, spec.seed);
+    run_with(&mut drv, st, spec)
+}
+
+/// [`run`] with a driver that goes on from an earlier run (an interleaved
+/// measurement's next slice: its random stream, clock and HISTORY keys
+/// continue; `spec.seed` is not used).
+pub fn run_with(drv: &mut Driver, st: &dyn TxStore, spec: &TpccRun) -> KvResult<TpccStats> {
     let w0 = Instant::now();
     for i in 0..spec.warmup_txns {
         drv.run_one(st)?;
