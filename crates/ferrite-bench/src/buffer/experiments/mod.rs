@@ -315,29 +315,22 @@ impl Ctx<'_> {
             .iter()
             .map(|_| tpcc::Driver::new(w, self.cfg.tpcc_scale, self.cfg.seed))
             .collect();
-        let mut sums: Vec<Sums<tpcc::TpccStats>> = ls.iter().map(|_| Sums::default()).collect();
+        let mut sums = vec![tpcc::TpccStats::default(); ls.len()];
+        let mut slices = vec![Vec::new(); ls.len()];
         let before: Vec<_> = ls.iter().map(|l| l.store.stats()).collect();
         let load0 = env::loadavg();
         for (r, i) in slice_order(ls.len(), rounds) {
             let s = &ls[i].store;
             self.progress
                 .run_begin(&s.label, 1, &slice_name("tpcc", r, rounds));
-            let (cpu0, rq0) = (ycsb::thread_cpu_secs(), ycsb::thread_rq_wait_secs());
-            let st = s.txs();
-            let part = tpcc::run_with(&mut drivers[i], &st, &spec)?;
-            let sum = &mut sums[i];
-            sum.cpu += ycsb::thread_cpu_secs() - cpu0;
-            if let (Some(a), Some(b)) = (rq0, ycsb::thread_rq_wait_secs()) {
-                sum.rq += (b - a).max(0.0);
-            }
-            sum.run.add(&part);
-            sum.slices.push(part.tps / 1e6);
+            let part = tpcc::run_with(&mut drivers[i], &s.txs(), &spec)?;
+            sums[i].add(&part);
+            slices[i].push(part.tps / 1e6);
         }
         let mut out = Vec::new();
-        for ((l, before), sum) in ls.iter().zip(&before).zip(sums) {
+        for (((l, before), r), slices) in ls.iter().zip(&before).zip(sums).zip(slices) {
             let s = &l.store;
             let after = s.stats();
-            let r = &sum.run;
             let b = BenchResult::new("tpcc", &s.label, Some(Value::from(w)), 1, r.tps / 1e6)
                 .with("tps", r.tps)
                 .with("tpmc", r.tpmc)
@@ -347,8 +340,8 @@ impl Ctx<'_> {
                 .with("order_status", r.per_kind[2])
                 .with("delivery", r.per_kind[3])
                 .with("stock_level", r.per_kind[4]);
-            let b = with_cpu(b, r.txns, r.secs, sum.cpu, sum.rq);
-            let mut b = with_slices(b, &sum.slices, ls.len());
+            let b = with_cpu(b, r.txns, r.secs, r.cpu_secs, r.rq_wait_secs);
+            let mut b = with_slices(b, &slices, ls.len());
             if check {
                 let v = tpcc::check(&s.txs(), w)?;
                 b = b.with("consistency_violations", v.len() as u64);
@@ -459,16 +452,6 @@ pub(crate) fn with_cpu(
             "cpu_mops",
             (ops as f64 / cpu_secs / 1e6 * 1e4).round() / 1e4,
         )
-}
-
-/// One store's running totals over the slices of an interleaved measurement.
-#[derive(Default)]
-struct Sums<R> {
-    run: R,
-    cpu: f64,
-    rq: f64,
-    /// Each slice's throughput (Mops/s).
-    slices: Vec<f64>,
 }
 
 /// The slices of an interleaved measurement of `n` stores in `rounds`

@@ -19,6 +19,7 @@ pub use load::{load, Scale};
 pub use txns::{Driver, Kind, Outcome};
 
 use crate::buffer::txn::TxStore;
+use crate::buffer::ycsb::{thread_cpu_secs, thread_rq_wait_secs};
 
 /// How long to run.
 #[derive(Debug, Clone)]
@@ -49,6 +50,10 @@ pub struct TpccStats {
     pub per_kind: [u64; 5],
     /// New-Orders rolled back (the spec's 1%).
     pub rollbacks: u64,
+    /// CPU seconds the running thread got, and seconds it waited on a run
+    /// queue (as [`crate::buffer::ycsb::RunStats`]).
+    pub cpu_secs: f64,
+    pub rq_wait_secs: f64,
 }
 
 impl TpccStats {
@@ -60,6 +65,8 @@ impl TpccStats {
             *a += b;
         }
         self.rollbacks += o.rollbacks;
+        self.cpu_secs += o.cpu_secs;
+        self.rq_wait_secs += o.rq_wait_secs;
         if self.secs > 0.0 {
             self.tps = self.txns as f64 / self.secs;
             self.tpmc = self.per_kind[0] as f64 / self.secs * 60.0;
@@ -86,6 +93,7 @@ pub fn run_with(drv: &mut Driver, st: &dyn TxStore, spec: &TpccRun) -> KvResult<
     }
     let limit = Duration::from_secs_f64(spec.seconds.max(0.0));
     let mut s = TpccStats::default();
+    let (cpu0, rq0) = (thread_cpu_secs(), thread_rq_wait_secs());
     let t0 = Instant::now();
     loop {
         let (k, o) = drv.run_one(st)?;
@@ -100,6 +108,10 @@ pub fn run_with(drv: &mut Driver, st: &dyn TxStore, spec: &TpccRun) -> KvResult<
         }
     }
     s.secs = t0.elapsed().as_secs_f64();
+    s.cpu_secs = thread_cpu_secs() - cpu0;
+    if let (Some(a), Some(b)) = (rq0, thread_rq_wait_secs()) {
+        s.rq_wait_secs = (b - a).max(0.0);
+    }
     s.tps = s.txns as f64 / s.secs;
     s.tpmc = s.per_kind[0] as f64 / s.secs * 60.0;
     Ok(s)
