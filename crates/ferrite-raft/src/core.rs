@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use crate::error::{Result, StoreError};
 use crate::keys::{self, AppliedMeta, Effect, LogRecord, RecPayload};
-use crate::map::PmMap;
+use crate::map::{record, PmMap};
 use crate::types::{Command, Cond, Entry, LogId, Reply, SnapshotMeta, StoredMembership, Vote};
 
 /// Where the log and the state machine stand.
@@ -43,6 +43,18 @@ pub struct CoreStatus {
     pub membership: StoredMembership,
     pub live_keys: u64,
     pub snapshot: Option<SnapshotMeta>,
+}
+
+/// Removes the record starting at `start` of `out` (the last one) when its
+/// version is a deletion: a snapshot holds the keys that have values.
+fn drop_deletion(out: &mut Vec<u8>, start: Option<usize>) -> std::result::Result<(), String> {
+    let Some(s) = start else { return Ok(()) };
+    let (_, _, v) = record::puts(&out[s..]).next().ok_or("an empty record")??;
+    match keys::parse_version(v)? {
+        Some(_) => {}
+        None => out.truncate(s),
+    }
+    Ok(())
 }
 
 /// The multi-version Raft state on a map. See the module documentation.
@@ -545,68 +557,82 @@ impl<M: PmMap> RaftCore<M> {
         !self.pins.is_empty()
     }
 
-    /// Up to about `max` (user key, value) pairs of the state at index `at`
-    /// with user keys after `cursor` (the data key to resume from), and the
-    /// cursor for the next batch (None: done).
-    pub fn snapshot_batch(
+    /// Appends to `out` the state at index `at` as snapshot records: for
+    /// each user key from `cursor` (a data key) on, its newest version at or
+    /// below `at` unless that is a deletion, copied as it is in the map
+    /// (key `(user key, index)`, version value), until `out` holds about
+    /// `max_bytes`. Returns the cursor of the next batch (None: done). No
+    /// item is encoded or allocated: the list copies its PM records.
+    pub fn snapshot_records(
         &self,
         at: u64,
         cursor: &[u8],
-        max: usize,
-    ) -> Result<(crate::snapshot::Items, Option<Vec<u8>>)> {
+        max_bytes: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Vec<u8>>> {
         let (_, end) = keys::data_space();
-        let mut limit = max.max(16);
-        loop {
-            let batch = self.map.range(cursor, &end, limit)?;
-            let full = batch.len() == limit;
-            let mut out = Vec::new();
-            let mut i = 0;
-            let mut next = None;
-            while i < batch.len() {
-                let (key, _) =
-                    keys::parse_data_key(&batch[i].0).ok_or_else(|| self.bad("data key".into()))?;
-                let mut j = i;
-                let mut best: Option<&[u8]> = None;
-                while j < batch.len() {
-                    let (k, idx) = keys::parse_data_key(&batch[j].0)
-                        .ok_or_else(|| self.bad("data key".into()))?;
-                    if k != key {
-                        break;
-                    }
-                    if idx <= at {
-                        best = Some(&batch[j].1);
-                    }
-                    j += 1;
+        let mut user: Option<Vec<u8>> = None;
+        // Where the current user key's candidate record starts in `out`.
+        let mut cand: Option<usize> = None;
+        let mut next = None;
+        let mut bad: Option<String> = None;
+        self.map.visit(cursor, &end, &mut |k, raw| {
+            let Some((u, idx)) = keys::parse_data_key(k) else {
+                bad = Some("a data key that does not parse".into());
+                return Ok(false);
+            };
+            if user.as_deref() != Some(u) {
+                if let Err(d) = drop_deletion(out, cand.take()) {
+                    bad = Some(d);
+                    return Ok(false);
                 }
-                if j == batch.len() && full {
-                    // This key's versions may continue in the next batch.
-                    next = Some(keys::data_prefix(key));
-                    break;
+                if out.len() >= max_bytes {
+                    next = Some(k.to_vec());
+                    return Ok(false);
                 }
-                if let Some(v) = best {
-                    if let Some(v) = keys::parse_version(v).map_err(|d| self.bad(d))? {
-                        out.push((key.to_vec(), v.to_vec()));
-                    }
-                }
-                i = j;
+                let v = user.get_or_insert_with(Vec::new);
+                v.clear();
+                v.extend_from_slice(u);
             }
-            match next {
-                Some(n) if out.is_empty() && i == 0 => {
-                    // One key has more versions than the batch: widen it.
-                    let _ = n;
-                    limit *= 4;
-                    continue;
+            if idx <= at {
+                // A newer version at or below `at` replaces the candidate.
+                if let Some(s) = cand.take() {
+                    out.truncate(s);
                 }
-                Some(n) => return Ok((out, Some(n))),
-                None if full => {
-                    let last = keys::parse_data_key(&batch[batch.len() - 1].0)
-                        .expect("parsed above")
-                        .0;
-                    return Ok((out, Some(keys::after_versions(last))));
-                }
-                None => return Ok((out, None)),
+                cand = Some(out.len());
+                raw.append_record(k, out);
+            }
+            Ok(true)
+        })?;
+        if bad.is_none() {
+            if let Err(d) = drop_deletion(out, cand) {
+                bad = Some(d);
             }
         }
+        match bad {
+            Some(d) => Err(self.bad(d)),
+            None => Ok(next),
+        }
+    }
+
+    /// Checks a stream of snapshot records for index `at` (every record a
+    /// version at or below `at` holding a value) and writes it into a
+    /// staging map; returns how many records it held.
+    pub fn stage_records(staged: &mut M, at: u64, bytes: &[u8]) -> Result<u64> {
+        for r in record::puts(bytes) {
+            let (_, k, v) = r.map_err(StoreError::Invalid)?;
+            if keys::parse_data_key(k).is_none_or(|(_, idx)| idx > at) {
+                return Err(StoreError::Invalid(format!(
+                    "a snapshot record at index {at} whose key is not a version at or below it"
+                )));
+            }
+            if !matches!(keys::parse_version(v), Ok(Some(_))) {
+                return Err(StoreError::Invalid(
+                    "a snapshot record whose value is not a version's value".into(),
+                ));
+            }
+        }
+        staged.put_records(bytes)
     }
 
     /// A staging map for a snapshot being received.

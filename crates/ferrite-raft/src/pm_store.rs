@@ -20,7 +20,7 @@ use openraft::{LogState, OptionalSend, RaftLogReader, RaftSnapshotBuilder, Snaps
 use crate::core::{CoreStatus, RaftCore};
 use crate::error::{read_err, write_err, Result, StoreError};
 use crate::map::PmMap;
-use crate::snapshot::{self, Items, SnapshotData, SnapshotSink, SnapshotSource};
+use crate::snapshot::{self, Chunk, Items, SnapshotData, SnapshotSink, SnapshotSource};
 use crate::types::{
     Entry, LogId, Reply, SnapshotMeta, StorageError, StoredMembership, TypeConfig, Vote,
 };
@@ -310,7 +310,6 @@ impl<M: PmMap> PmStore<M> {
                 generation,
                 cursor: Some(crate::keys::data_space().0),
                 pinned: true,
-                mean_item: None,
             })),
         }))
     }
@@ -645,38 +644,37 @@ struct View<M: PmMap> {
     generation: u64,
     cursor: Option<Vec<u8>>,
     pinned: bool,
-    /// Mean bytes per item of the last batch (sizes the next one).
-    mean_item: Option<usize>,
 }
 
 impl<M: PmMap> SnapshotSource for View<M> {
     fn next_batch(&mut self, max_bytes: usize) -> Result<Option<Items>> {
+        match self.next_chunk(max_bytes)? {
+            Some(Chunk::Records(b)) => Ok(Some(snapshot::records_to_items(&b, self.at)?)),
+            Some(Chunk::Items(i)) => Ok(Some(i)),
+            None => Ok(None),
+        }
+    }
+
+    /// The map's own records of the state at the snapshot's index, copied as
+    /// they are (see [`RaftCore::snapshot_records`]).
+    fn next_chunk(&mut self, max_bytes: usize) -> Result<Option<Chunk>> {
         loop {
             let Some(cursor) = self.cursor.take() else {
                 self.unpin();
                 return Ok(None);
             };
-            let (items, next) = self.store.read(|c| {
+            let mut out = Vec::with_capacity(max_bytes + max_bytes / 8);
+            let next = self.store.read(|c| {
                 if c.generation() != self.generation {
                     return Err(StoreError::Invalid(
                         "a snapshot was installed while this one was being read".into(),
                     ));
                 }
-                // About `max_bytes`: as many items as the last batch's mean
-                // item size allows (64 to start with).
-                let per = match self.mean_item {
-                    Some(m) => (max_bytes / m.max(1)).clamp(16, 16384),
-                    None => 64,
-                };
-                c.snapshot_batch(self.at, &cursor, per)
+                c.snapshot_records(self.at, &cursor, max_bytes, &mut out)
             })?;
-            if !items.is_empty() {
-                let bytes: usize = items.iter().map(|(k, v)| k.len() + v.len() + 16).sum();
-                self.mean_item = Some(bytes / items.len());
-            }
             self.cursor = next;
-            if !items.is_empty() {
-                return Ok(Some(items));
+            if !out.is_empty() {
+                return Ok(Some(Chunk::Records(out)));
             }
         }
     }
@@ -709,6 +707,17 @@ struct Sink<M: PmMap> {
 }
 
 impl<M: PmMap> SnapshotSink for Sink<M> {
+    fn at(&self) -> u64 {
+        self.at
+    }
+
+    fn push_records(&mut self, bytes: Vec<u8>) -> Result<u64> {
+        let staged = self.staged.as_mut().expect("not finished");
+        let n = RaftCore::<M>::stage_records(staged, self.at, &bytes)?;
+        self.items += n;
+        Ok(n)
+    }
+
     fn push(&mut self, items: Items) -> Result<()> {
         let at = self.at;
         let staged = self.staged.as_mut().expect("not finished");

@@ -1,10 +1,12 @@
 //! Both PM maps against a `BTreeMap` oracle: random puts, deletes, floor and
 //! range queries, commits, reopenings (which must recover exactly the last
-//! commit), clean-up steps and snapshot installations.
+//! commit), clean-up steps, snapshot record streams and snapshot
+//! installations.
 
 use std::collections::BTreeMap as Oracle;
 
 use ferrite_pm::{Pool, PoolOptions};
+use ferrite_raft::map::record;
 use ferrite_raft::{BTreeMap, BTreeOptions, ListMap, ListOptions, PmMap};
 use proptest::prelude::*;
 
@@ -18,6 +20,8 @@ enum Op {
     Floor(u8, u8),
     Range(u8, u8),
     Install(Vec<(u8, u16)>),
+    /// Puts as a snapshot record stream (`PmMap::put_records`).
+    Records(Vec<(u8, u16)>),
 }
 
 fn key(k: u8) -> Vec<u8> {
@@ -45,6 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
         5 => (0u8..48, 0u8..48).prop_map(|(a, b)| Op::Floor(a, b)),
         5 => (0u8..48, 0u8..48).prop_map(|(a, b)| Op::Range(a, b)),
         1 => prop::collection::vec((0u8..48, 0u16..200), 0..20).prop_map(Op::Install),
+        3 => prop::collection::vec((0u8..48, 0u16..3000), 0..12).prop_map(Op::Records),
     ]
 }
 
@@ -103,13 +108,36 @@ fn run<M: PmMap>(ops: Vec<Op>, open: impl Fn(&Pool) -> M) {
                 };
                 assert_eq!(map.range(&lo, &hi, 7).unwrap(), want);
             }
+            Op::Records(items) => {
+                let mut stream = Vec::new();
+                for &(k, l) in &items {
+                    record::push(&mut stream, &key(k), &value(l, k));
+                    now.insert(key(k), value(l, k));
+                }
+                // A stream cut short is refused before anything is written.
+                if !stream.is_empty() {
+                    let before = (map.len(), map.uncommitted());
+                    assert!(map.put_records(&stream[..stream.len() - 1]).is_err());
+                    assert_eq!((map.len(), map.uncommitted()), before);
+                }
+                assert_eq!(map.put_records(&stream).unwrap(), items.len() as u64);
+            }
             Op::Install(items) => {
+                // Every third item put one by one, the runs between them as
+                // record streams, in order.
                 let mut s = map.staging().unwrap();
                 let mut next = Oracle::new();
-                for (k, l) in items {
-                    s.put(&key(k), &value(l, k)).unwrap();
+                let mut stream = Vec::new();
+                for (i, (k, l)) in items.into_iter().enumerate() {
+                    if i % 3 == 0 {
+                        s.put_records(&std::mem::take(&mut stream)).unwrap();
+                        s.put(&key(k), &value(l, k)).unwrap();
+                    } else {
+                        record::push(&mut stream, &key(k), &value(l, k));
+                    }
                     next.insert(key(k), value(l, k));
                 }
+                s.put_records(&stream).unwrap();
                 map.install(s).unwrap();
                 now = next;
                 committed = now.clone();

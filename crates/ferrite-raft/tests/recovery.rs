@@ -317,3 +317,156 @@ fn purge_under_a_snapshot_read<M: PmMap>(s: &PmStore<M>, kind: StoreKind) {
     });
     s.reclaim(1 << 20).unwrap();
 }
+
+fn apply_all(r: &Replica, es: Vec<Entry>) {
+    rt().block_on(async {
+        match r {
+            Replica::List(s) => {
+                let (mut l, mut m) = s.parts();
+                l.blocking_append(es.clone()).await.unwrap();
+                m.apply(es).await.unwrap();
+            }
+            Replica::BTree(s) => {
+                let (mut l, mut m) = s.parts();
+                l.blocking_append(es.clone()).await.unwrap();
+                m.apply(es).await.unwrap();
+            }
+            Replica::Wal(s) => {
+                let (mut l, mut m) = s.parts();
+                l.blocking_append(es.clone()).await.unwrap();
+                m.apply(es).await.unwrap();
+            }
+        }
+    })
+}
+
+/// Builds a snapshot of a PM store and returns it, pinned.
+fn snapshot_of<M: PmMap>(s: &PmStore<M>) -> openraft::Snapshot<ferrite_raft::TypeConfig> {
+    rt().block_on(async {
+        let (_, mut m) = s.parts();
+        RaftSnapshotBuilder::build_snapshot(&mut m.get_snapshot_builder().await)
+            .await
+            .unwrap();
+        m.get_current_snapshot().await.unwrap().unwrap()
+    })
+}
+
+/// A PM store's snapshot streams the map's own records of the state at the
+/// snapshot's index — each key's newest version at or below it, deleted keys
+/// left out, versions written after it left out although the stream is read
+/// after they were — in several chunks, and any kind of store installs that
+/// stream (a list copies the records into its pages). A stream that is cut
+/// short, or holds a version after the snapshot's index, is refused.
+#[test]
+fn a_snapshot_streams_the_state_at_its_index_and_installs_in_every_store() {
+    use ferrite_raft::snapshot::{records_to_items, Chunk};
+    use std::collections::BTreeMap as Oracle;
+    for kind in [StoreKind::List, StoreKind::BTree] {
+        let t = tmp(Path::new("/dev/shm"), &format!("stream-{kind}"));
+        let mut cfg = StoreConfig::new(kind, &t.0);
+        cfg.pool_size = 64 << 20;
+        let r = Replica::open(&cfg).unwrap();
+        // 400 writes over 40 keys, every 7th entry deleting a key.
+        let mut oracle: Oracle<Vec<u8>, Vec<u8>> = Oracle::new();
+        let mut es = Vec::new();
+        for i in 0..400u64 {
+            let k = format!("key{}", (i * 7) % 40);
+            if i % 7 == 6 {
+                es.push(Entry {
+                    log_id: lid(i),
+                    payload: EntryPayload::Normal(Command::Del {
+                        keys: vec![k.clone().into_bytes()],
+                    }),
+                });
+                oracle.remove(k.as_bytes());
+            } else {
+                let v = vec![i as u8; 100 + (i as usize % 300)];
+                es.push(set(i, &k, &v));
+                oracle.insert(k.into_bytes(), v);
+            }
+        }
+        apply_all(&r, es);
+        let snap = match &r {
+            Replica::List(s) => snapshot_of(s),
+            Replica::BTree(s) => snapshot_of(s),
+            Replica::Wal(_) => unreachable!(),
+        };
+        assert_eq!(snap.meta.last_log_id, Some(lid(399)), "{kind}");
+        // Writes after the snapshot, before it is read: not in it.
+        apply_all(
+            &r,
+            (400..420)
+                .map(|i| set(i, "key1", b"after the snapshot"))
+                .collect(),
+        );
+        let mut data = snap.snapshot;
+        let mut chunks = Vec::new();
+        while let Some(c) = data.next_chunk(1024).unwrap() {
+            match c {
+                Chunk::Records(b) => chunks.push(b),
+                Chunk::Items(_) => panic!("{kind}: a PM store streams records"),
+            }
+        }
+        assert!(chunks.len() > 4, "{kind}: {} chunks", chunks.len());
+        let streamed: Oracle<Vec<u8>, Vec<u8>> = chunks
+            .iter()
+            .flat_map(|c| records_to_items(c, 399).unwrap())
+            .collect();
+        assert_eq!(streamed, oracle, "{kind}: the state at index 399");
+
+        for into in [StoreKind::List, StoreKind::BTree, StoreKind::Wal] {
+            let base = if into.is_pm() { "/dev/shm" } else { "/tmp" };
+            let t2 = tmp(Path::new(base), &format!("stream-{kind}-into-{into}"));
+            let mut cfg2 = StoreConfig::new(into, &t2.0);
+            cfg2.pool_size = 64 << 20;
+            let r2 = Replica::open(&cfg2).unwrap();
+            // Refused: a chunk cut short, a version after the index.
+            let mut sink = r2.sink(&snap.meta).unwrap();
+            let cut = chunks[0][..chunks[0].len() - 3].to_vec();
+            assert!(sink.push_records(cut).is_err(), "{kind} into {into}");
+            let mut late = Vec::new();
+            ferrite_raft::map::record::push(
+                &mut late,
+                &ferrite_raft::keys::data_key(b"key1", 400),
+                &ferrite_raft::keys::version_value(b"x"),
+            );
+            assert!(sink.push_records(late).is_err(), "{kind} into {into}");
+            drop(sink);
+            // Accepted: the whole stream.
+            let mut sink = r2.sink(&snap.meta).unwrap();
+            let mut n = 0;
+            for c in &chunks {
+                n += sink.push_records(c.clone()).unwrap();
+            }
+            assert_eq!(n, oracle.len() as u64, "{kind} into {into}");
+            let staged = sink.finish().unwrap();
+            rt().block_on(async {
+                let meta = snap.meta.clone();
+                let staged = Box::new(staged);
+                match &r2 {
+                    Replica::List(s) => s.parts().1.install_snapshot(&meta, staged).await,
+                    Replica::BTree(s) => s.parts().1.install_snapshot(&meta, staged).await,
+                    Replica::Wal(s) => s.parts().1.install_snapshot(&meta, staged).await,
+                }
+            })
+            .unwrap();
+            for i in 0..40 {
+                let k = format!("key{i}").into_bytes();
+                assert_eq!(
+                    r2.get(&k).unwrap(),
+                    oracle.get(&k).cloned(),
+                    "{kind} into {into}: key{i}"
+                );
+            }
+            // And after a reopen.
+            drop(r2);
+            let r2 = Replica::open(&cfg2).unwrap();
+            for (k, v) in &oracle {
+                assert_eq!(r2.get(k).unwrap().as_ref(), Some(v), "{kind} into {into}");
+            }
+            if let Replica::List(s) = &r2 {
+                s.with_map(|m| m.check()).unwrap();
+            }
+        }
+    }
+}

@@ -37,7 +37,8 @@ pub struct RaftTuning {
     pub heartbeat: Duration,
     pub election_min: Duration,
     pub election_max: Duration,
-    /// Build a snapshot (and purge the log) after this many entries.
+    /// Build a snapshot (and purge the log) after this many entries
+    /// ([`RaftTuning::snapshot_every_for`] the store by default).
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot (lagging replicas within
     /// this distance catch up from the log, further ones by snapshot).
@@ -55,6 +56,24 @@ impl Default for RaftTuning {
         }
     }
 }
+
+impl RaftTuning {
+    /// The default snapshot interval of a store kind. A PM store's snapshot
+    /// costs nothing (the map is the snapshot: building one writes its
+    /// metadata), so it snapshots often, and a lagging replica gets the
+    /// snapshot and at most about this many entries after it; the WAL
+    /// store's snapshot writes its whole state to a file, so it snapshots
+    /// rarely. See `docs/BENCHMARKS.md`, "Lagging replica and process start".
+    pub fn snapshot_every_for(kind: ferrite_raft::StoreKind) -> u64 {
+        match kind {
+            ferrite_raft::StoreKind::Wal => 5000,
+            _ => PM_SNAPSHOT_EVERY,
+        }
+    }
+}
+
+/// Default snapshot interval of the PM stores (entries).
+pub const PM_SNAPSHOT_EVERY: u64 = 1000;
 
 /// Everything one replica needs.
 #[derive(Debug, Clone)]
@@ -114,6 +133,10 @@ impl ServerConfig {
         listen: SocketAddr,
         peer_listen: SocketAddr,
     ) -> ServerConfig {
+        let raft = RaftTuning {
+            snapshot_every: RaftTuning::snapshot_every_for(store.kind),
+            ..RaftTuning::default()
+        };
         ServerConfig {
             id,
             store,
@@ -121,7 +144,7 @@ impl ServerConfig {
             peer_listen,
             peers: BTreeMap::new(),
             limits: Limits::default(),
-            raft: RaftTuning::default(),
+            raft,
             requirepass: None,
             cluster_secret: Vec::new(),
             tripwire_stale_reads: false,

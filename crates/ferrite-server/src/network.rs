@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ferrite_raft::snapshot::Chunk;
 use ferrite_raft::types::{SnapshotMeta, Vote};
 use ferrite_raft::TypeConfig;
 use openraft::error::{
@@ -340,7 +341,7 @@ async fn send_snapshot(
     mut data: Box<ferrite_raft::SnapshotData>,
 ) -> Result<SnapshotResponse<u64>, CallError> {
     let t0 = std::time::Instant::now();
-    let (mut chunks, mut items_out) = (0u64, 0u64);
+    let (mut chunks, mut items_out, mut bytes_out) = (0u64, 0u64, 0u64);
     let mut c = pool.connect(addr).await?;
     let frame = |source| CallError::Frame {
         addr: addr.to_string(),
@@ -352,13 +353,22 @@ async fn send_snapshot(
         .map_err(|e| frame(FrameError::Io(e)))?;
     let chunk = (pool.max_frame() / 2).clamp(4096, 1 << 20);
     loop {
-        let batch = data
-            .next_batch(chunk)
+        let next = data
+            .next_chunk(chunk)
             .map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
-        let Some(items) = batch else { break };
+        let msg = match next {
+            None => break,
+            Some(Chunk::Items(items)) => {
+                items_out += items.len() as u64;
+                PeerMsg::SnapshotChunk(items)
+            }
+            Some(Chunk::Records(bytes)) => {
+                bytes_out += bytes.len() as u64;
+                PeerMsg::SnapshotRecords(bytes)
+            }
+        };
         chunks += 1;
-        items_out += items.len() as u64;
-        write_frame(&mut c, &PeerMsg::SnapshotChunk(items))
+        write_frame(&mut c, &msg)
             .await
             .map_err(|e| frame(FrameError::Io(e)))?;
     }
@@ -369,7 +379,7 @@ async fn send_snapshot(
     let sent = t0.elapsed();
     let reply = read_frame(&mut c, pool.max_frame()).await.map_err(frame)?;
     tracing::info!(
-        "snapshot {} to {addr}: {items_out} items in {chunks} chunks sent in {:.1} ms, answered after {:.1} ms",
+        "snapshot {} to {addr}: {items_out} items and {bytes_out} bytes of records in {chunks} chunks sent in {:.1} ms, answered after {:.1} ms",
         snapshot_id,
         sent.as_secs_f64() * 1e3,
         t0.elapsed().as_secs_f64() * 1e3

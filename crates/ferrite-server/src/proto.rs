@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Protocol version carried in every frame.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 /// What one replica asks another, and the answers.
 #[derive(Serialize, Deserialize)]
@@ -33,6 +33,9 @@ pub enum PeerMsg {
     },
     SnapshotChunk(#[serde(with = "ferrite_raft::wire::pairs")] Items),
     SnapshotEnd,
+    /// A chunk of a PM store's snapshot: its version records as they are
+    /// in PM (`ferrite_raft::map::record`), one byte string (version 2).
+    SnapshotRecords(#[serde(with = "serde_bytes")] Vec<u8>),
     SnapshotReply(Result<SnapshotResponse<u64>, String>),
     /// A client's request, forwarded by a follower to the leader.
     Forward(ClientOp),
@@ -65,6 +68,7 @@ impl PeerMsg {
             PeerMsg::SnapshotBegin { .. } => "snapshot begin",
             PeerMsg::SnapshotChunk(_) => "snapshot chunk",
             PeerMsg::SnapshotEnd => "snapshot end",
+            PeerMsg::SnapshotRecords(_) => "snapshot records",
             PeerMsg::SnapshotReply(_) => "snapshot reply",
             PeerMsg::Forward(_) => "forward",
             PeerMsg::ForwardReply(_) => "forward reply",

@@ -61,9 +61,11 @@ pub struct ServeArgs {
     /// pending modification (PM stores)
     #[arg(long, default_value_t = 20)]
     pub commit_interval_us: u64,
-    /// Build a snapshot and purge the log every this many entries
-    #[arg(long, default_value_t = 5000)]
-    pub snapshot_every: u64,
+    /// Build a snapshot and purge the log every this many entries [default:
+    /// 1000 for the PM stores, whose snapshot costs nothing; 5000 for wal,
+    /// whose snapshot writes its state to a file]
+    #[arg(long)]
+    pub snapshot_every: Option<u64>,
     /// Raft heartbeat interval (ms); elections time out after 6–12 of them
     #[arg(long, default_value_t = 100)]
     pub heartbeat_ms: u64,
@@ -167,7 +169,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     cfg.raft.heartbeat = Duration::from_millis(a.heartbeat_ms.max(1));
     cfg.raft.election_min = cfg.raft.heartbeat * 6;
     cfg.raft.election_max = cfg.raft.heartbeat * 12;
-    cfg.raft.snapshot_every = a.snapshot_every.max(1);
+    if let Some(n) = a.snapshot_every {
+        cfg.raft.snapshot_every = n.max(1);
+    }
     cfg.limits.max_clients = a.max_clients;
     cfg.limits.max_request = a.max_request as usize;
     cfg.tripwire_stale_reads = a.tripwire_stale_reads;

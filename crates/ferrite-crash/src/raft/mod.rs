@@ -365,8 +365,27 @@ fn install<M: CrashMap>(
     after.install(&meta, &items);
     begin(format!("install snapshot at {}", s_id.index), &after);
     let mut staged = core.staging().map_err(s)?;
-    for (k, v) in &items {
-        RaftCore::<M>::stage_item(&mut staged, s_id.index, k, v).map_err(s)?;
+    if g.rng.below(2) == 0 {
+        for (k, v) in &items {
+            RaftCore::<M>::stage_item(&mut staged, s_id.index, k, v).map_err(s)?;
+        }
+    } else {
+        // As a replica receives it from a PM leader: the versions' records
+        // in chunks of a few ([`RaftCore::stage_records`]; the list copies
+        // them into its pages with non-temporal stores).
+        let mut chunk = Vec::new();
+        for (i, (k, v)) in items.iter().enumerate() {
+            ferrite_raft::map::record::push(
+                &mut chunk,
+                &ferrite_raft::keys::data_key(k, s_id.index),
+                &ferrite_raft::keys::version_value(v),
+            );
+            if i % 3 == 2 {
+                RaftCore::<M>::stage_records(&mut staged, s_id.index, &chunk).map_err(s)?;
+                chunk.clear();
+            }
+        }
+        RaftCore::<M>::stage_records(&mut staged, s_id.index, &chunk).map_err(s)?;
     }
     core.install(&meta, staged, items.len() as u64).map_err(s)?;
     *m = after;

@@ -131,6 +131,19 @@ impl<'p> PmSlice<'p> {
         v
     }
 
+    /// Appends the bytes to `out` (one copy, no allocation beyond `out`'s).
+    pub fn append_to(self, out: &mut Vec<u8>) {
+        out.reserve(self.len);
+        let at = out.len();
+        // SAFETY: in bounds; `reserve` made room for `len` more bytes after
+        // `at`, which the copy initialises before `set_len` exposes them; a
+        // byte copy of shared memory, as in `to_vec`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ptr(), out.as_mut_ptr().add(at), self.len);
+            out.set_len(at + self.len);
+        }
+    }
+
     /// The little-endian u64 at byte `at` of the slice (unaligned allowed).
     pub fn read_u64(self, at: usize) -> Result<u64> {
         if at.checked_add(8).is_none_or(|e| e > self.len) {
@@ -162,6 +175,24 @@ impl<'p> PmSlice<'p> {
         // SAFETY: in bounds (checked), writable mapping (checked), and the
         // source is a distinct Rust slice (copy handles overlap anyway).
         unsafe { std::ptr::copy(src.as_ptr(), self.ptr().add(at), src.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into the slice with non-temporal stores (bypassing the
+    /// cache, written back as they go): durable after this thread's next
+    /// fence, with no flush. For large writes.
+    pub fn write_nt(self, src: &[u8]) -> Result<()> {
+        if self.pool.is_read_only() {
+            return Err(PmError::ReadOnly);
+        }
+        if src.len() > self.len {
+            return Err(PmError::OutOfBounds {
+                off: self.off,
+                len: src.len(),
+                size: self.pool.size(),
+            });
+        }
+        self.pool.nt_copy(self.ptr(), src);
         Ok(())
     }
 

@@ -15,8 +15,27 @@
 
 pub mod btree;
 pub mod list;
+pub mod record;
 
-use crate::error::Result;
+use crate::error::{Result, StoreError};
+
+/// An entry as [`PmMap::visit`] shows it.
+pub enum Raw<'a> {
+    /// The entry's whole record as it is in PM ([`record`] layout).
+    Record(ferrite_pm::PmSlice<'a>),
+    /// The entry's value (its record is built around it).
+    Value(&'a [u8]),
+}
+
+impl Raw<'_> {
+    /// Appends the entry `key` as a snapshot record ([`record`] layout).
+    pub fn append_record(&self, key: &[u8], out: &mut Vec<u8>) {
+        match self {
+            Raw::Record(s) => s.append_to(out),
+            Raw::Value(v) => record::push(out, key, v),
+        }
+    }
+}
 
 /// Hardware-independent counters of a map.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +66,44 @@ pub trait PmMap: Send + Sync + Sized + 'static {
     fn floor(&self, lower: &[u8], upper: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>>;
     /// Up to `limit` entries with keys in `[from, to)`, ascending.
     fn range(&self, from: &[u8], to: &[u8], limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Visits the entries with keys in `[from, to)` in key order until `f`
+    /// returns false, without copying them out (snapshot streams).
+    fn visit(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        f: &mut dyn FnMut(&[u8], Raw<'_>) -> Result<bool>,
+    ) -> Result<()> {
+        const BATCH: usize = 256;
+        let mut cursor = from.to_vec();
+        loop {
+            let batch = self.range(&cursor, to, BATCH)?;
+            for (k, v) in &batch {
+                if !f(k, Raw::Value(v))? {
+                    return Ok(());
+                }
+            }
+            match batch.last() {
+                Some((k, _)) if batch.len() == BATCH => {
+                    cursor = k.clone();
+                    cursor.push(0);
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+    /// Inserts or replaces every record of a snapshot stream ([`record`]
+    /// layout, puts only); returns how many. A malformed stream is refused
+    /// before anything is written.
+    fn put_records(&mut self, bytes: &[u8]) -> Result<u64> {
+        let recs = record::puts(bytes)
+            .collect::<std::result::Result<Vec<_>, String>>()
+            .map_err(StoreError::Invalid)?;
+        for (_, k, v) in &recs {
+            self.put(k, v)?;
+        }
+        Ok(recs.len() as u64)
+    }
     /// Inserts or replaces.
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Removes; returns whether the key was present.

@@ -182,7 +182,10 @@ impl WalStore {
     /// Where a received snapshot goes: a file beside the current one.
     pub fn sink(&self, meta: &SnapshotMeta) -> Result<Box<dyn SnapshotSink>> {
         let w = SnapWriter::create(&self.shared.dir.join("snapshot.recv"), meta)?;
-        Ok(Box::new(FileSink { w: Some(w) }))
+        Ok(Box::new(FileSink {
+            w: Some(w),
+            at: meta.last_log_id.map_or(0, |l| l.index),
+        }))
     }
 
     fn build_snapshot(&self) -> Result<Snapshot<TypeConfig>> {

@@ -208,9 +208,15 @@ pub struct StagedFile {
 /// Writes a received snapshot to `<dir>/snapshot.recv`.
 pub struct FileSink {
     pub(crate) w: Option<SnapWriter>,
+    /// The snapshot's index.
+    pub(crate) at: u64,
 }
 
 impl SnapshotSink for FileSink {
+    fn at(&self) -> u64 {
+        self.at
+    }
+
     fn push(&mut self, items: Items) -> Result<()> {
         let w = self.w.as_mut().expect("not finished");
         for (k, v) in items {
