@@ -46,6 +46,10 @@ pub enum Tripwire {
     /// Raft list store: the clean-up pass moves the head past a page before
     /// the copies of its live records are durable.
     RaftListCleanBeforeCommit,
+    /// Raft list store: a snapshot's records are copied into the staging
+    /// pages with plain stores (not written back) instead of non-temporal
+    /// ones.
+    RaftListRecordsNoWriteBack,
     /// Raft B+-tree store: a group commit publishes the root without writing
     /// the new nodes back.
     RaftBtreeSkipFlush,
@@ -71,7 +75,7 @@ pub enum Tripwire {
 }
 
 impl Tripwire {
-    pub const ALL: [Tripwire; 19] = [
+    pub const ALL: [Tripwire; 20] = [
         Tripwire::HeapNoLimbo,
         Tripwire::DirectoryStateFirst,
         Tripwire::LogSkipPayloadFlush,
@@ -83,6 +87,7 @@ impl Tripwire {
         Tripwire::RaftListSkipFlush,
         Tripwire::RaftListPublishBeforeFence,
         Tripwire::RaftListCleanBeforeCommit,
+        Tripwire::RaftListRecordsNoWriteBack,
         Tripwire::RaftBtreeSkipFlush,
         Tripwire::RaftBtreePublishBeforeFence,
         Tripwire::BufferSkipCommitForce,
@@ -106,6 +111,7 @@ impl Tripwire {
             Tripwire::RaftListSkipFlush => "raft-list.skip-flush",
             Tripwire::RaftListPublishBeforeFence => "raft-list.publish-before-fence",
             Tripwire::RaftListCleanBeforeCommit => "raft-list.clean-before-commit",
+            Tripwire::RaftListRecordsNoWriteBack => "raft-list.records-no-write-back",
             Tripwire::RaftBtreeSkipFlush => "raft-btree.skip-flush",
             Tripwire::RaftBtreePublishBeforeFence => "raft-btree.publish-before-fence",
             Tripwire::BufferSkipCommitForce => "buffer.skip-commit-force",

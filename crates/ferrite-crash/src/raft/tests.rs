@@ -32,6 +32,11 @@ fn tripwire_list_publish_without_flush_is_caught() {
 }
 
 #[test]
+fn tripwire_list_snapshot_records_not_written_back_are_caught() {
+    assert!(tripped::<ListMap>(Tripwire::RaftListRecordsNoWriteBack).violations > 0);
+}
+
+#[test]
 fn tripwire_list_publish_before_fence_is_caught() {
     assert!(tripped::<ListMap>(Tripwire::RaftListPublishBeforeFence).violations > 0);
 }

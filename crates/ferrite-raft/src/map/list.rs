@@ -608,9 +608,13 @@ impl PmMap for ListMap {
             p.used += len as u32;
             // Non-temporal: written back as copied, so neither this copy nor
             // the commit or install after it writes the records back again.
-            self.pool
-                .slice(off, len)?
-                .write_nt(&bytes[start..start + len])?;
+            let dst = self.pool.slice(off, len)?;
+            if armed(Tripwire::RaftListRecordsNoWriteBack) {
+                // Broken on purpose: plain stores, never written back.
+                dst.write(0, &bytes[start..start + len])?;
+            } else {
+                dst.write_nt(&bytes[start..start + len])?;
+            }
             for (n, &(at, klen)) in recs[i..j].iter().enumerate() {
                 let size = (end(i + n) - at) as u32;
                 let k = at + REC_HDR as usize;
