@@ -50,6 +50,11 @@ fn write(r: &Replica, from: u64, n: u64, len: usize) -> Result<(), String> {
     let es: Vec<Entry> = (from..from + n)
         .map(|i| set(i, &format!("k{}", i % 50), &vec![i as u8; len]))
         .collect();
+    append_apply(r, es)
+}
+
+/// Appends the entries (durable on return), applies them.
+fn append_apply(r: &Replica, es: Vec<Entry>) -> Result<(), String> {
     let r: Result<(), openraft::StorageError<u64>> = rt().block_on(async {
         match r {
             Replica::List(s) => {
@@ -319,25 +324,7 @@ fn purge_under_a_snapshot_read<M: PmMap>(s: &PmStore<M>, kind: StoreKind) {
 }
 
 fn apply_all(r: &Replica, es: Vec<Entry>) {
-    rt().block_on(async {
-        match r {
-            Replica::List(s) => {
-                let (mut l, mut m) = s.parts();
-                l.blocking_append(es.clone()).await.unwrap();
-                m.apply(es).await.unwrap();
-            }
-            Replica::BTree(s) => {
-                let (mut l, mut m) = s.parts();
-                l.blocking_append(es.clone()).await.unwrap();
-                m.apply(es).await.unwrap();
-            }
-            Replica::Wal(s) => {
-                let (mut l, mut m) = s.parts();
-                l.blocking_append(es.clone()).await.unwrap();
-                m.apply(es).await.unwrap();
-            }
-        }
-    })
+    append_apply(r, es).unwrap();
 }
 
 /// Builds a snapshot of a PM store and returns it, pinned.
