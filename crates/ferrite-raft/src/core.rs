@@ -619,18 +619,8 @@ impl<M: PmMap> RaftCore<M> {
     /// version at or below `at` holding a value) and writes it into a
     /// staging map; returns how many records it held.
     pub fn stage_records(staged: &mut M, at: u64, bytes: &[u8]) -> Result<u64> {
-        for r in record::puts(bytes) {
-            let (_, k, v) = r.map_err(StoreError::Invalid)?;
-            if keys::parse_data_key(k).is_none_or(|(_, idx)| idx > at) {
-                return Err(StoreError::Invalid(format!(
-                    "a snapshot record at index {at} whose key is not a version at or below it"
-                )));
-            }
-            if !matches!(keys::parse_version(v), Ok(Some(_))) {
-                return Err(StoreError::Invalid(
-                    "a snapshot record whose value is not a version's value".into(),
-                ));
-            }
+        for r in crate::snapshot::version_records(bytes, at) {
+            r?;
         }
         staged.put_records(bytes)
     }

@@ -31,12 +31,11 @@ pub enum Chunk {
     Records(Vec<u8>),
 }
 
-/// The `(key, value)` pairs of a stream of version records of a snapshot at
-/// index `at` (each record's user key and value); a record that is not a
-/// version at or below `at` holding a value is refused.
-pub fn records_to_items(bytes: &[u8], at: u64) -> Result<Items> {
-    let mut out = Vec::new();
-    for r in crate::map::record::puts(bytes) {
+/// The checked records of a snapshot stream at index `at`: each record's
+/// user key and value; a malformed record, or one that is not a version at
+/// or below `at` holding a value, is an error.
+pub fn version_records(bytes: &[u8], at: u64) -> impl Iterator<Item = Result<(&[u8], &[u8])>> + '_ {
+    crate::map::record::puts(bytes).map(move |r| {
         let (_, k, v) = r.map_err(StoreError::Invalid)?;
         let key = match crate::keys::parse_data_key(k) {
             Some((key, idx)) if idx <= at => key,
@@ -47,15 +46,20 @@ pub fn records_to_items(bytes: &[u8], at: u64) -> Result<Items> {
             }
         };
         match crate::keys::parse_version(v) {
-            Ok(Some(v)) => out.push((key.to_vec(), v.to_vec())),
-            _ => {
-                return Err(StoreError::Invalid(
-                    "a snapshot record whose value is not a version's value".into(),
-                ))
-            }
+            Ok(Some(v)) => Ok((key, v)),
+            _ => Err(StoreError::Invalid(
+                "a snapshot record whose value is not a version's value".into(),
+            )),
         }
-    }
-    Ok(out)
+    })
+}
+
+/// The `(key, value)` pairs of a stream of version records of a snapshot at
+/// index `at` (see [`version_records`]).
+pub fn records_to_items(bytes: &[u8], at: u64) -> Result<Items> {
+    version_records(bytes, at)
+        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect()
 }
 
 /// Yields a snapshot's pairs.
