@@ -362,6 +362,12 @@ impl<M: PmMap> RaftCore<M> {
         let Some(h) = self.horizon() else {
             return Ok(());
         };
+        if !self.map.index_ready() {
+            // The versions' index is still being built after an open (or
+            // the state is about to be replaced by a snapshot): the old
+            // versions stay queued until the next purge or clean-up step.
+            return Ok(());
+        }
         while self.gc_queue.front().is_some_and(|(i, _)| *i <= h) {
             let (_, key) = self.gc_queue.pop_front().expect("checked");
             self.clean_key(&key, h)?;
@@ -715,6 +721,12 @@ impl<M: PmMap> RaftCore<M> {
         if self.pinned() || self.poisoned.is_some() {
             return Ok(false);
         }
-        self.guarded(|c| c.map.maintenance())
+        self.guarded(|c| {
+            if !c.gc_queue.is_empty() {
+                // What a purge left queued while the index was being built.
+                c.collect_garbage()?;
+            }
+            c.map.maintenance()
+        })
     }
 }

@@ -178,6 +178,15 @@ impl Replica {
         }
     }
 
+    /// Whether the store's index is whole (a list builds most of it in the
+    /// background after an open; reads of versions wait for it).
+    pub fn index_ready(&self) -> bool {
+        match self {
+            Replica::List(s) => s.with_map(crate::map::PmMap::index_ready),
+            Replica::BTree(_) | Replica::Wal(_) => true,
+        }
+    }
+
     /// The value of `key` in the state machine (at the applied index).
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self {

@@ -557,6 +557,15 @@ fn store_section(node: &Node, st: &ferrite_raft::ReplicaStatus) -> Vec<(String, 
             node.cfg.store.path.display().to_string(),
         ),
         ("keys".into(), st.keys.to_string()),
+        (
+            "store_index".into(),
+            if node.replica.index_ready() {
+                "ready"
+            } else {
+                "building"
+            }
+            .into(),
+        ),
         ("store_used_bytes".into(), sp.used.to_string()),
         ("store_live_bytes".into(), sp.live.to_string()),
     ];

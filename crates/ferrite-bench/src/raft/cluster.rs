@@ -373,7 +373,8 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
         p.pid(f).unwrap_or(0),
         p.pid(leader).unwrap_or(0)
     );
-    let t1 = p.wait_applied(f, target, Duration::from_secs(300))?;
+    p.wait_applied(f, target, Duration::from_secs(300))?;
+    let t1 = p.wait_index_ready(f, Duration::from_secs(300))?;
     let recovery_ms = (t1 - t0).as_secs_f64() * 1e3;
     let follower_cpu = p.cpu_ms(f).unwrap_or(f64::NAN);
     let leader_cpu = p.cpu_ms(leader).unwrap_or(f64::NAN) - leader_cpu0;
@@ -403,7 +404,9 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
         std::thread::sleep(Duration::from_micros(200));
     };
     let serving_cpu = p.cpu_ms(f).unwrap_or(f64::NAN);
-    let t2 = p.wait_applied(f, target, Duration::from_secs(300))?;
+    p.wait_applied(f, target, Duration::from_secs(300))?;
+    // Caught up and every key indexed (a list's background build done).
+    let t2 = p.wait_index_ready(f, Duration::from_secs(300))?;
     let start_cpu = p.cpu_ms(f).unwrap_or(f64::NAN);
     rec.results.push(
         BenchResult::new("start", store, Some(o.recovery_writes.into()), 1, 0.0)

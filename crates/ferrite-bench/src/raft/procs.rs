@@ -209,6 +209,28 @@ impl Procs {
         }
     }
 
+    /// Waits until replica `i`'s INFO says `store_index:ready` (a list
+    /// indexes its versions in the background after an open).
+    pub fn wait_index_ready(&mut self, i: usize, limit: Duration) -> Result<Instant> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if self
+                .info(i)
+                .is_some_and(|t| info_field(&t, "store_index").as_deref() == Some("ready"))
+            {
+                return Ok(Instant::now());
+            }
+            self.check_alive()?;
+            if Instant::now() > deadline {
+                return Err(err(format!(
+                    "replica {}'s index was not ready within {limit:?}",
+                    i + 1
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+
     /// Stops replica `i` with SIGTERM (it commits and closes its store).
     pub fn stop(&mut self, i: usize) -> Result<()> {
         if let Some(mut c) = self.replicas[i].child.take() {

@@ -51,7 +51,16 @@ pub trait CrashMap: PmMap {
 
 impl CrashMap for ListMap {
     fn open(pool: &Pool) -> ferrite_raft::Result<Self> {
-        ListMap::open_or_create(pool, OBJECT, &ListOptions { page_size: 512 })
+        // Every open indexes the versions in the background (the production
+        // default does so only for large lists), so recovery runs that path.
+        ListMap::open_or_create(
+            pool,
+            OBJECT,
+            &ListOptions {
+                page_size: 512,
+                background_index: 1,
+            },
+        )
     }
 }
 

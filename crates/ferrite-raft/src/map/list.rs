@@ -33,7 +33,7 @@
 //! [`ListMap::install`] persists it, writes its head into the inactive head
 //! word and flips the list bit of the tail word with one 8-byte store.
 
-use std::collections::{BTreeMap as DramTree, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
@@ -41,6 +41,7 @@ use ferrite_pm::{store_u64, Heap, Marker, ObjectId, PmError, Pool};
 
 use ferrite_pm::tripwire::{armed, Tripwire};
 
+use super::list_index::{Index, Loc, Rec};
 use super::record::{self, HDR as REC_HDR, KIND_DEL, KIND_PUT};
 use super::{coalesce, MapStats, PmMap};
 use crate::error::{Result, StoreError};
@@ -51,6 +52,9 @@ pub const LIST_TYPE: &str = "ferrite.raft.list";
 pub const LIST_FORMAT: u64 = 0x4652_4c49_5354_0001;
 /// Default page size (the thesis found pages of about 1 KiB best).
 pub const DEFAULT_PAGE: usize = 1024;
+/// Default [`ListOptions::background_index`]: below this a thread costs more
+/// than the sort it would take off the open.
+pub const BACKGROUND_INDEX: usize = 4096;
 
 const R_HEAD: [usize; 2] = [0, 1];
 const R_TAIL: usize = 2;
@@ -72,23 +76,23 @@ struct Page {
     used: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Loc {
-    off: u64,
-    size: u32,
-}
-
 /// Options of a list map.
 #[derive(Debug, Clone)]
 pub struct ListOptions {
     /// Page size for a new list (bytes, >= 256).
     pub page_size: usize,
+    /// Opening a list with at least this many version records (keys in
+    /// [`crate::keys::DATA`]'s space) indexes them in a background thread;
+    /// the metadata and the Raft log are served meanwhile, and anything that
+    /// needs a version waits for it (see `map/list_index.rs`).
+    pub background_index: usize,
 }
 
 impl Default for ListOptions {
     fn default() -> Self {
         ListOptions {
             page_size: DEFAULT_PAGE,
+            background_index: BACKGROUND_INDEX,
         }
     }
 }
@@ -105,7 +109,7 @@ pub struct ListMap {
     gen: u64,
     page_size: usize,
     pages: VecDeque<Page>,
-    index: DramTree<Box<[u8]>, Loc>,
+    index: Index,
     dirty: Vec<(u64, u64)>,
     uncommitted: usize,
     /// The head word as last persisted (0: none).
@@ -175,7 +179,7 @@ impl ListMap {
             gen,
             page_size,
             pages,
-            index: DramTree::new(),
+            index: Index::default(),
             dirty: Vec::new(),
             uncommitted: 0,
             durable_head: if end != 0 { head } else { 0 },
@@ -188,28 +192,23 @@ impl ListMap {
             pressure: false,
         };
         map.page_bytes = map.pages.iter().map(|p| p.cap as u64).sum();
-        map.replay()?;
+        map.replay(opts.background_index)?;
         Ok(map)
     }
 
     /// Rebuilds the DRAM index from the pages (in list order).
-    fn replay(&mut self) -> Result<()> {
+    fn replay(&mut self, background: usize) -> Result<()> {
         // Record headers and keys are read in place; values are never copied
         // (they stay in PM, the index only points at them), which keeps the
         // start-up time proportional to the number of records, not bytes.
         //
-        // The records' keys are copied into one arena, then the records are
-        // sorted by key — by the key's first 16 bytes held inline, the whole
-        // key only when those tie, and list order among a key's records, so
-        // the last one wins, as in a replay — and the tree is built in one
-        // pass from the survivors, whose keys alone get an allocation of
-        // their own. A stale list holds many superseded records of small
-        // keys: sorting pointers to separately allocated keys cost a cache
-        // miss per comparison there (87 ms for 6,500 pages, against 23 ms for
-        // a list of the same number of keys freshly installed).
+        // The records' keys are copied into one arena; `Index::rebuild`
+        // sorts them (the version keys in a background thread, see
+        // `map/list_index.rs`). Every record is read and checked here, so a
+        // corrupt list fails the open.
         let mut arena: Vec<u8> = Vec::new();
         // (key offset in the arena, key length, record; None: a deletion)
-        let mut recs: Vec<(u32, u32, Option<Loc>)> = Vec::new();
+        let mut recs: Vec<Rec> = Vec::new();
         // Pages are a chain of scattered blocks: start loading a few pages
         // ahead (with values larger than a page, a page holds one record and
         // each header is a cache miss).
@@ -259,43 +258,17 @@ impl ListMap {
                 at += size;
             }
         }
-        let key = |r: u32| {
-            let (o, l, _) = recs[r as usize];
-            &arena[o as usize..(o + l) as usize]
-        };
-        // The key's first 24 bytes, zero-padded (a version key of a user key
-        // of up to 10 bytes whole): comparisons rarely need the arena.
-        let head = |r: u32| {
-            let k = key(r);
-            let mut b = [0u8; 24];
-            let n = k.len().min(24);
-            b[..n].copy_from_slice(&k[..n]);
-            (
-                u128::from_be_bytes(b[..16].try_into().expect("16 bytes")),
-                u64::from_be_bytes(b[16..].try_into().expect("8 bytes")),
-            )
-        };
-        let mut order: Vec<((u128, u64), u32)> =
-            (0..recs.len() as u32).map(|r| (head(r), r)).collect();
-        // Stable (list order among a key's records), and linear on the long
-        // runs in key order that an installed snapshot leaves.
-        order.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| key(a.1).cmp(key(b.1))));
-        let mut live = Vec::with_capacity(order.len());
-        for (i, &(h, r)) in order.iter().enumerate() {
-            if order
-                .get(i + 1)
-                .is_some_and(|&(h2, r2)| h2 == h && key(r2) == key(r))
-            {
-                continue; // a later record of the same key decides
-            }
-            if let Some(loc) = recs[r as usize].2 {
-                self.live_bytes += loc.size as u64;
-                live.push((Box::<[u8]>::from(key(r)), loc));
-            }
-        }
-        // Sorted and unique: `from_iter` builds the tree in bulk.
-        self.index = live.into_iter().collect();
+        let (index, live) = Index::rebuild(arena, recs, background);
+        self.index = index;
+        self.live_bytes += live;
         Ok(())
+    }
+
+    /// Indexes `key` (see [`Index::insert`]); returns the record it replaces.
+    fn index_insert(&mut self, key: Box<[u8]>, loc: Loc) -> Option<Loc> {
+        let (old, added) = self.index.insert(key, loc);
+        self.live_bytes += added;
+        old
     }
 
     /// Pauses (or resumes, with `false`) the clean-up pass; pauses nest.
@@ -537,7 +510,7 @@ impl PmMap for ListMap {
         }
         match self
             .index
-            .range::<[u8], _>((Bound::Included(lower), Bound::Included(upper)))
+            .range(Bound::Included(lower), Bound::Included(upper))
             .next_back()
         {
             Some((k, &loc)) => Ok(Some((k.to_vec(), self.read_value(loc)?))),
@@ -550,7 +523,7 @@ impl PmMap for ListMap {
             return Ok(Vec::new());
         }
         self.index
-            .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
+            .range(Bound::Included(from), Bound::Excluded(to))
             .take(limit)
             .map(|(k, &loc)| Ok((k.to_vec(), self.read_value(loc)?)))
             .collect()
@@ -565,10 +538,7 @@ impl PmMap for ListMap {
         if from >= to {
             return Ok(());
         }
-        for (k, loc) in self
-            .index
-            .range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
-        {
+        for (k, loc) in self.index.range(Bound::Included(from), Bound::Excluded(to)) {
             let rec = self.pool.slice(loc.off, loc.size as usize)?;
             if !f(k, super::Raw::Record(rec))? {
                 break;
@@ -624,7 +594,7 @@ impl PmMap for ListMap {
                 };
                 self.record_bytes += size as u64;
                 self.live_bytes += size as u64;
-                if let Some(old) = self.index.insert(bytes[k..k + klen].into(), loc) {
+                if let Some(old) = self.index_insert(bytes[k..k + klen].into(), loc) {
                     self.live_bytes -= old.size as u64;
                 }
             }
@@ -640,7 +610,7 @@ impl PmMap for ListMap {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let loc = self.append(KIND_PUT, key, value)?;
         self.live_bytes += loc.size as u64;
-        if let Some(old) = self.index.insert(key.into(), loc) {
+        if let Some(old) = self.index_insert(key.into(), loc) {
             self.live_bytes -= old.size as u64;
         }
         Ok(())
@@ -651,7 +621,9 @@ impl PmMap for ListMap {
             return Ok(false);
         }
         self.append(KIND_DEL, key, &[])?;
-        if let Some(old) = self.index.remove(key) {
+        let (old, added) = self.index.remove(key);
+        self.live_bytes += added;
+        if let Some(old) = old {
             self.live_bytes -= old.size as u64;
         }
         Ok(true)
@@ -676,7 +648,10 @@ impl PmMap for ListMap {
         self.index.len()
     }
 
+    /// A staging map; a background build of this map's index stops (the
+    /// snapshot being staged replaces what it indexes).
     fn staging(&self) -> Result<ListMap> {
+        self.index.stop_build();
         Ok(ListMap {
             pool: self.pool.clone(),
             heap: self.heap.clone(),
@@ -686,7 +661,7 @@ impl PmMap for ListMap {
             gen: 1 - self.gen,
             page_size: self.page_size,
             pages: VecDeque::new(),
-            index: DramTree::new(),
+            index: Index::default(),
             dirty: Vec::new(),
             uncommitted: 0,
             durable_head: 0,
@@ -733,6 +708,10 @@ impl PmMap for ListMap {
     }
 
     fn maintenance(&mut self) -> Result<bool> {
+        if self.index.building() {
+            return Ok(false);
+        }
+        self.live_bytes += self.index.settle();
         if !self.worth_cleaning() {
             return Ok(false);
         }
@@ -742,7 +721,7 @@ impl PmMap for ListMap {
             if kind == KIND_PUT && self.index.get(key.as_slice()) == Some(&loc) {
                 let value = self.read_value(loc)?;
                 let new = self.append(KIND_PUT, &key, &value)?;
-                self.index.insert(key.into_boxed_slice(), new);
+                self.index_insert(key.into_boxed_slice(), new);
                 self.live_bytes = self.live_bytes - loc.size as u64 + new.size as u64;
                 copies += 1;
             }
@@ -784,7 +763,8 @@ impl PmMap for ListMap {
 
     fn stats(&self) -> MapStats {
         MapStats {
-            entries: self.index.len() as u64,
+            // Without waiting for a background build.
+            entries: self.index.len_now() as u64,
             commits: self.commits,
             pm_bytes: self.page_bytes,
             live_bytes: self.live_bytes,
@@ -792,9 +772,13 @@ impl PmMap for ListMap {
         }
     }
 
+    fn index_ready(&self) -> bool {
+        !self.index.building()
+    }
+
     fn check(&self) -> std::result::Result<u64, String> {
         // Every index entry points at a put record of its key inside a page.
-        for (k, loc) in &self.index {
+        for (k, loc) in self.index.range(Bound::Unbounded, Bound::Unbounded) {
             let p = self
                 .pages
                 .iter()

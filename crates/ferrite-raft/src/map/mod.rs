@@ -15,6 +15,7 @@
 
 pub mod btree;
 pub mod list;
+mod list_index;
 pub mod record;
 
 use crate::error::{Result, StoreError};
@@ -149,6 +150,11 @@ pub trait PmMap: Send + Sync + Sized + 'static {
     /// Checks the persistent structure (order, bounds, accounting) and
     /// returns the number of entries.
     fn check(&self) -> std::result::Result<u64, String>;
+    /// Whether every key is indexed (false while a list's background build
+    /// after an open runs; see [`list::ListOptions::background_index`]).
+    fn index_ready(&self) -> bool {
+        true
+    }
 }
 
 /// Sorts `(offset, len)` ranges and merges overlapping or adjacent ones.
