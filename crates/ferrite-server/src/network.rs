@@ -25,7 +25,7 @@ use openraft::raft::{
 use openraft::{BasicNode, RPCTypes, Snapshot};
 use tokio::net::TcpStream;
 
-use crate::proto::{read_frame, write_frame, FrameError, PeerMsg};
+use crate::proto::{read_frame, write_frame, write_records_frame, FrameError, PeerMsg};
 
 /// Why a call to a peer failed.
 #[derive(Debug, thiserror::Error)]
@@ -356,21 +356,20 @@ async fn send_snapshot(
         let next = data
             .next_chunk(chunk)
             .map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
-        let msg = match next {
-            None => break,
-            Some(Chunk::Items(items)) => {
+        let Some(next) = next else { break };
+        chunks += 1;
+        let sent = match next {
+            Chunk::Items(items) => {
                 items_out += items.len() as u64;
-                PeerMsg::SnapshotChunk(items)
+                write_frame(&mut c, &PeerMsg::SnapshotChunk(items)).await
             }
-            Some(Chunk::Records(bytes)) => {
+            Chunk::Records(bytes) => {
                 bytes_out += bytes.len() as u64;
-                PeerMsg::SnapshotRecords(bytes)
+                // The records as they are: no copy into a frame.
+                write_records_frame(&mut c, &bytes).await
             }
         };
-        chunks += 1;
-        write_frame(&mut c, &msg)
-            .await
-            .map_err(|e| frame(FrameError::Io(e)))?;
+        sent.map_err(|e| frame(FrameError::Io(e)))?;
     }
     drop(data);
     write_frame(&mut c, &PeerMsg::SnapshotEnd)

@@ -155,12 +155,64 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if len == 0 {
         return Err(FrameError::Decode("empty frame".into()));
     }
-    let mut buf = vec![0u8; len];
-    r.read_exact(&mut buf).await?;
-    if buf[0] != VERSION {
-        return Err(FrameError::Version(buf[0]));
+    // The frame's first bytes: enough to see whether it is a snapshot's
+    // records, which are then read straight into their own buffer (no
+    // zero-filling, no copy out of a frame buffer: a snapshot is tens of MB).
+    let mut head = [0u8; 16];
+    let h = len.min(head.len());
+    r.read_exact(&mut head[..h]).await?;
+    if head[0] != VERSION {
+        return Err(FrameError::Version(head[0]));
     }
-    postcard::from_bytes(&buf[1..]).map_err(|e| FrameError::Decode(e.to_string()))
+    let (buf, at) = match records_payload(&head[1..h], len - 1) {
+        Some(at) => (Vec::with_capacity(len - 1 - at), 1 + at),
+        None => (Vec::with_capacity(len), 0),
+    };
+    let mut buf = buf;
+    buf.extend_from_slice(&head[at..h]);
+    let rest = (len - h) as u64;
+    if (&mut *r).take(rest).read_to_end(&mut buf).await? as u64 != rest {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+    }
+    if at > 0 {
+        return Ok(PeerMsg::SnapshotRecords(buf));
+    }
+    match postcard::take_from_bytes(&buf[1..]) {
+        Ok((m, [])) => Ok(m),
+        Ok((_, rest)) => Err(FrameError::Decode(format!(
+            "{} bytes after the message",
+            rest.len()
+        ))),
+        Err(e) => Err(FrameError::Decode(e.to_string())),
+    }
+}
+
+/// postcard's encoding of the variant [`PeerMsg::SnapshotRecords`]: its
+/// index, as a varint of one byte.
+fn records_tag() -> u8 {
+    let b = postcard::to_allocvec(&PeerMsg::SnapshotRecords(Vec::new()))
+        .expect("peer messages serialise");
+    debug_assert_eq!(b.len(), 2, "a one-byte tag and the empty length");
+    b[0]
+}
+
+/// If a frame body (after the version byte; `body` its first bytes, `len`
+/// all of it) is [`PeerMsg::SnapshotRecords`], where its byte string starts.
+/// The body is the variant's tag, the string's length as a varint (postcard's
+/// wire format: 7 bits a byte, least significant first) and the string.
+fn records_payload(body: &[u8], len: usize) -> Option<usize> {
+    if body.first() != Some(&records_tag()) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for (i, &b) in body.iter().enumerate().skip(1).take(5) {
+        n |= u64::from(b & 0x7f) << (7 * (i - 1));
+        if b & 0x80 == 0 {
+            let at = i + 1;
+            return (at as u64 + n == len as u64).then_some(at);
+        }
+    }
+    None
 }
 
 /// Encodes one frame.
@@ -174,6 +226,31 @@ pub fn encode_frame(msg: &PeerMsg) -> Vec<u8> {
     out
 }
 
+/// Writes the frame of [`PeerMsg::SnapshotRecords`] holding `bytes` — the
+/// same bytes as [`encode_frame`] — without copying them into a frame.
+pub async fn write_records_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let mut head = vec![0u8, 0, 0, 0, VERSION, records_tag()];
+    let mut n = bytes.len() as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            head.push(b);
+            break;
+        }
+        head.push(b | 0x80);
+    }
+    let len = u32::try_from(head.len() - 4 + bytes.len())
+        .map_err(|_| std::io::Error::other("a frame of more than 4 GiB"))?;
+    head[..4].copy_from_slice(&len.to_be_bytes());
+    w.write_all(&head).await?;
+    w.write_all(bytes).await?;
+    w.flush().await
+}
+
 /// Writes one frame.
 pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &PeerMsg) -> std::io::Result<()> {
     w.write_all(&encode_frame(msg)).await?;
@@ -183,6 +260,46 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(w: &mut W, msg: &PeerMsg) -> std
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn snapshot_records_frames_are_postcards_and_read_back_whole() {
+        for n in [0usize, 1, 9, 10, 11, 127, 128, 16383, 16384, 300_000] {
+            let bytes: Vec<u8> = (0..n).map(|i| (i * 7) as u8).collect();
+            let mut f = Vec::new();
+            write_records_frame(&mut f, &bytes).await.unwrap();
+            assert_eq!(
+                f,
+                encode_frame(&PeerMsg::SnapshotRecords(bytes.clone())),
+                "{n}"
+            );
+            match read_frame(&mut &f[..], 1 << 20).await.unwrap() {
+                PeerMsg::SnapshotRecords(b) => assert_eq!(b, bytes, "{n}"),
+                m => panic!("{n}: read back as {}", m.name()),
+            }
+            // Cut short anywhere: an error, never a short message.
+            for cut in [5, 6, 7, f.len() / 2, f.len() - 1] {
+                if cut < f.len() {
+                    assert!(
+                        read_frame(&mut &f[..cut], 1 << 20).await.is_err(),
+                        "{n} cut {cut}"
+                    );
+                }
+            }
+            // A length that disagrees with the frame's: decoded by postcard,
+            // which refuses it.
+            if n > 0 {
+                let mut g = f.clone();
+                g[6] ^= 1;
+                assert!(
+                    matches!(
+                        read_frame(&mut &g[..], 1 << 20).await,
+                        Err(FrameError::Decode(_))
+                    ) || n == 0,
+                    "{n}"
+                );
+            }
+        }
+    }
 
     #[tokio::test]
     async fn frames_round_trip_and_bad_ones_are_errors() {

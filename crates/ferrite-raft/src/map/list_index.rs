@@ -107,9 +107,25 @@ pub(super) struct Index {
     /// Every key; while `pending`, the keys outside the version space.
     tree: Tree<Box<[u8]>, Loc>,
     pending: Option<Pending>,
+    /// Keys appended in ascending order after every key of `tree` (a
+    /// snapshot's records arrive sorted, [`Index::push_sorted`]), merged into
+    /// `tree` in one bulk build by the first other change. Empty while
+    /// `pending`.
+    sorted: Vec<Entry>,
 }
 
 const EMPTY: &[u8] = &[];
+
+type Entry = (Box<[u8]>, Loc);
+type Sorted<'a> =
+    std::iter::Map<std::slice::Iter<'a, Entry>, fn(&'a Entry) -> (&'a Box<[u8]>, &'a Loc)>;
+
+/// An appended entry as a tree's iterator shows it (the item type of a
+/// `BTreeMap<Box<[u8]>, Loc>` range, hence the `&Box`).
+#[allow(clippy::borrowed_box)]
+fn pair(e: &Entry) -> (&Box<[u8]>, &Loc) {
+    (&e.0, &e.1)
+}
 
 type Part<'a> = std::iter::Flatten<
     std::option::IntoIter<std::collections::btree_map::Range<'a, Box<[u8]>, Loc>>,
@@ -131,6 +147,7 @@ impl Index {
                 Index {
                     tree: b.tree,
                     pending: None,
+                    sorted: Vec::new(),
                 },
                 b.live_bytes,
             );
@@ -157,6 +174,7 @@ impl Index {
             Index {
                 tree: early.tree,
                 pending: Some(pending),
+                sorted: Vec::new(),
             },
             early.live_bytes,
         )
@@ -208,7 +226,47 @@ impl Index {
     }
 
     pub fn get(&self, key: &[u8]) -> Option<&Loc> {
+        if self.sorted.first().is_some_and(|f| &*f.0 <= key) {
+            return self
+                .sorted
+                .binary_search_by(|e| (*e.0).cmp(key))
+                .ok()
+                .map(|i| &self.sorted[i].1);
+        }
         self.tree_of(key).get(key)
+    }
+
+    /// Indexes `key`, which usually comes after every key so far (a
+    /// snapshot's records, in key order): then it is only appended, and the
+    /// tree is built from the run in bulk later. Returns what
+    /// [`Index::insert`] returns.
+    pub fn push_sorted(&mut self, key: Box<[u8]>, loc: Loc) -> (Option<Loc>, u64) {
+        let added = self.settle();
+        let after = match self.sorted.last() {
+            Some(last) => key > last.0,
+            None => self.tree.last_key_value().is_none_or(|last| key > *last.0),
+        };
+        if after {
+            self.sorted.push((key, loc));
+            return (None, added);
+        }
+        let (old, more) = self.insert(key, loc);
+        (old, added + more)
+    }
+
+    /// Moves the appended run into the tree (one bulk build).
+    fn merge_sorted(&mut self) {
+        if self.sorted.is_empty() {
+            return;
+        }
+        // Sorted and unique: `from_iter` builds it in bulk; `append` merges
+        // two trees in one pass.
+        let mut run: Tree<Box<[u8]>, Loc> = std::mem::take(&mut self.sorted).into_iter().collect();
+        if self.tree.is_empty() {
+            self.tree = run;
+        } else {
+            self.tree.append(&mut run);
+        }
     }
 
     pub fn contains_key(&self, key: &[u8]) -> bool {
@@ -218,6 +276,7 @@ impl Index {
     /// Inserts `key` (settled first if it is a version key); returns the
     /// record it replaces.
     pub fn insert(&mut self, key: Box<[u8]>, loc: Loc) -> (Option<Loc>, u64) {
+        self.merge_sorted();
         let added = if self.needs_settle(&key) {
             self.settle()
         } else {
@@ -228,6 +287,7 @@ impl Index {
 
     /// Removes `key` (settled first if it is a version key).
     pub fn remove(&mut self, key: &[u8]) -> (Option<Loc>, u64) {
+        self.merge_sorted();
         let added = if self.needs_settle(key) {
             self.settle()
         } else {
@@ -238,12 +298,15 @@ impl Index {
 
     /// Entries (waits for a build).
     pub fn len(&self) -> usize {
-        self.tree.len() + self.pending.as_ref().map_or(0, |p| p.get().tree.len())
+        self.tree.len()
+            + self.sorted.len()
+            + self.pending.as_ref().map_or(0, |p| p.get().tree.len())
     }
 
     /// Entries known without waiting (a build's count once it is done).
     pub fn len_now(&self) -> usize {
         self.tree.len()
+            + self.sorted.len()
             + self
                 .pending
                 .as_ref()
@@ -256,7 +319,7 @@ impl Index {
         &'a self,
         lo: Bound<&'a [u8]>,
         hi: Bound<&'a [u8]>,
-    ) -> impl DoubleEndedIterator<Item = (&'a Box<[u8]>, &'a Loc)> + 'a {
+    ) -> impl DoubleEndedIterator<Item = (&'a Box<[u8]>, &'a Loc)> + Clone + 'a {
         let part =
             |t: &'a Tree<Box<[u8]>, Loc>, lo: Bound<&'a [u8]>, hi: Bound<&'a [u8]>| -> Part<'a> {
                 nonempty(lo, hi)
@@ -264,7 +327,18 @@ impl Index {
                     .into_iter()
                     .flatten()
             };
-        match &self.pending {
+        let from = match lo {
+            Bound::Included(x) => self.sorted.partition_point(|e| &*e.0 < x),
+            Bound::Excluded(x) => self.sorted.partition_point(|e| &*e.0 <= x),
+            Bound::Unbounded => 0,
+        };
+        let to = match hi {
+            Bound::Included(x) => self.sorted.partition_point(|e| &*e.0 <= x),
+            Bound::Excluded(x) => self.sorted.partition_point(|e| &*e.0 < x),
+            Bound::Unbounded => self.sorted.len(),
+        };
+        let sorted: Sorted<'a> = self.sorted[from..to.max(from)].iter().map(pair);
+        let parts = match &self.pending {
             None => part(&self.tree, lo, hi)
                 .chain(part(
                     &self.tree,
@@ -287,7 +361,9 @@ impl Index {
                 let above = part(&self.tree, max_lo(lo, DATA_HI), hi);
                 below.chain(data).chain(above)
             }
-        }
+        };
+        // Every appended key comes after the tree's.
+        parts.chain(sorted)
     }
 }
 
@@ -448,6 +524,52 @@ mod tests {
         }
         // The later record of a repeated key wins.
         assert_eq!(lazy.get(b"\x01a").map(|l| l.off), Some(6 * 64));
+    }
+
+    #[test]
+    fn keys_pushed_in_order_read_like_a_tree() {
+        let mut ix = Index::default();
+        let mut oracle = Tree::new();
+        // Ascending runs (appended) broken by keys that go back (merged).
+        let keys: [&[u8]; 9] = [b"b", b"c", b"c\x00", b"d", b"a", b"\x01", b"e", b"e", b"f"];
+        let bounds: Vec<Bound<&[u8]>> = std::iter::once(Bound::Unbounded)
+            .chain(
+                keys.iter()
+                    .flat_map(|k| [Bound::Included(*k), Bound::Excluded(*k)]),
+            )
+            .collect();
+        for (i, k) in keys.iter().enumerate() {
+            let loc = Loc {
+                off: i as u64,
+                size: 1,
+            };
+            let (old, _) = ix.push_sorted(Box::from(*k), loc);
+            assert_eq!(old, oracle.insert(Box::<[u8]>::from(*k), loc), "{i}");
+            assert_eq!(ix.len(), oracle.len());
+            for &lo in &bounds {
+                for &hi in &bounds {
+                    if nonempty(lo, hi) {
+                        let a: Vec<_> = ix.range(lo, hi).collect();
+                        let b: Vec<_> = oracle.range::<[u8], _>((lo, hi)).collect();
+                        assert_eq!(a, b, "{i}: {lo:?}..{hi:?}");
+                        let a: Vec<_> = ix.range(lo, hi).rev().collect();
+                        let b: Vec<_> = oracle.range::<[u8], _>((lo, hi)).rev().collect();
+                        assert_eq!(a, b, "{i}: {lo:?}..{hi:?} backwards");
+                    }
+                }
+            }
+            for k in &keys {
+                assert_eq!(ix.get(k), oracle.get(*k), "{i}: {k:?}");
+            }
+        }
+        assert!(!ix.sorted.is_empty(), "the last run is still appended");
+        assert_eq!(ix.remove(b"e").0, oracle.remove(&b"e"[..]));
+        assert!(ix.sorted.is_empty());
+        assert_eq!(
+            ix.range(Bound::Unbounded, Bound::Unbounded)
+                .collect::<Vec<_>>(),
+            oracle.iter().collect::<Vec<_>>()
+        );
     }
 
     #[test]
