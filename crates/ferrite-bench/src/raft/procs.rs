@@ -190,18 +190,24 @@ impl Procs {
         Ok(())
     }
 
-    /// Waits until replica `i` reports an applied index of at least `index`;
-    /// returns when it did.
-    pub fn wait_applied(&mut self, i: usize, index: u64, limit: Duration) -> Result<Instant> {
+    /// Polls replica `i` until `done` holds (returns when it did), or fails
+    /// after `limit` saying the replica did not get to `what`.
+    fn wait_until(
+        &mut self,
+        i: usize,
+        limit: Duration,
+        what: &str,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) -> Result<Instant> {
         let deadline = Instant::now() + limit;
         loop {
-            if self.applied(i).is_some_and(|a| a >= index) {
+            if done(self) {
                 return Ok(Instant::now());
             }
             self.check_alive()?;
             if Instant::now() > deadline {
                 return Err(err(format!(
-                    "replica {} did not reach index {index} within {limit:?}",
+                    "replica {} did not get to {what} within {limit:?}",
                     i + 1
                 )));
             }
@@ -209,26 +215,21 @@ impl Procs {
         }
     }
 
+    /// Waits until replica `i` reports an applied index of at least `index`;
+    /// returns when it did.
+    pub fn wait_applied(&mut self, i: usize, index: u64, limit: Duration) -> Result<Instant> {
+        self.wait_until(i, limit, &format!("index {index}"), |p| {
+            p.applied(i).is_some_and(|a| a >= index)
+        })
+    }
+
     /// Waits until replica `i`'s INFO says `store_index:ready` (a list
     /// indexes its versions in the background after an open).
     pub fn wait_index_ready(&mut self, i: usize, limit: Duration) -> Result<Instant> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if self
-                .info(i)
+        self.wait_until(i, limit, "a whole index", |p| {
+            p.info(i)
                 .is_some_and(|t| info_field(&t, "store_index").as_deref() == Some("ready"))
-            {
-                return Ok(Instant::now());
-            }
-            self.check_alive()?;
-            if Instant::now() > deadline {
-                return Err(err(format!(
-                    "replica {}'s index was not ready within {limit:?}",
-                    i + 1
-                )));
-            }
-            std::thread::sleep(Duration::from_micros(500));
-        }
+        })
     }
 
     /// Stops replica `i` with SIGTERM (it commits and closes its store).

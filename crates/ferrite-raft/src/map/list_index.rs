@@ -459,6 +459,12 @@ fn build(arena: &[u8], recs: &[Rec], cancel: Option<&AtomicBool>) -> Option<Buil
 mod tests {
     use super::*;
 
+    fn all(ix: &Index) -> Vec<(&[u8], &Loc)> {
+        ix.range(Bound::Unbounded, Bound::Unbounded)
+            .map(|(k, l)| (&**k, l))
+            .collect()
+    }
+
     fn idx(keys: &[&[u8]], background: usize) -> Index {
         let mut arena = Vec::new();
         let mut recs = Vec::new();
@@ -578,13 +584,7 @@ mod tests {
         let lazy = idx(&keys, 1);
         lazy.stop_build();
         let eager = idx(&keys, usize::MAX);
-        assert_eq!(
-            lazy.range(Bound::Unbounded, Bound::Unbounded)
-                .collect::<Vec<_>>(),
-            eager
-                .range(Bound::Unbounded, Bound::Unbounded)
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(all(&lazy), all(&eager));
         assert_eq!(lazy.get(b"\x01b").map(|l| l.off), Some(3 * 64));
     }
 
@@ -595,12 +595,6 @@ mod tests {
         assert_eq!(lazy.settle(), 2 * 64);
         assert!(lazy.pending.is_none());
         let eager = idx(&keys, usize::MAX);
-        assert_eq!(
-            lazy.range(Bound::Unbounded, Bound::Unbounded)
-                .collect::<Vec<_>>(),
-            eager
-                .range(Bound::Unbounded, Bound::Unbounded)
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(all(&lazy), all(&eager));
     }
 }
