@@ -188,31 +188,19 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
 }
 
 /// postcard's encoding of the variant [`PeerMsg::SnapshotRecords`]: its
-/// index, as a varint of one byte.
-fn records_tag() -> u8 {
-    let b = postcard::to_allocvec(&PeerMsg::SnapshotRecords(Vec::new()))
-        .expect("peer messages serialise");
-    debug_assert_eq!(b.len(), 2, "a one-byte tag and the empty length");
-    b[0]
-}
+/// index, a varint of one byte (pinned against postcard by
+/// `snapshot_records_frames_are_postcards_and_read_back_whole`).
+const RECORDS_TAG: u8 = 7;
 
 /// If a frame body (after the version byte; `body` its first bytes, `len`
 /// all of it) is [`PeerMsg::SnapshotRecords`], where its byte string starts.
-/// The body is the variant's tag, the string's length as a varint (postcard's
-/// wire format: 7 bits a byte, least significant first) and the string.
+/// The body is the variant's tag, the string's length as postcard encodes a
+/// length (a varint, read here by postcard) and the string.
 fn records_payload(body: &[u8], len: usize) -> Option<usize> {
-    if body.first() != Some(&records_tag()) {
-        return None;
-    }
-    let mut n: u64 = 0;
-    for (i, &b) in body.iter().enumerate().skip(1).take(5) {
-        n |= u64::from(b & 0x7f) << (7 * (i - 1));
-        if b & 0x80 == 0 {
-            let at = i + 1;
-            return (at as u64 + n == len as u64).then_some(at);
-        }
-    }
-    None
+    let rest = body.strip_prefix(&[RECORDS_TAG])?;
+    let (n, after) = postcard::take_from_bytes::<u64>(rest).ok()?;
+    let at = body.len() - after.len();
+    (at as u64 + n == len as u64).then_some(at)
 }
 
 /// Encodes one frame.
@@ -232,17 +220,9 @@ pub async fn write_records_frame<W: AsyncWrite + Unpin>(
     w: &mut W,
     bytes: &[u8],
 ) -> std::io::Result<()> {
-    let mut head = vec![0u8, 0, 0, 0, VERSION, records_tag()];
-    let mut n = bytes.len() as u64;
-    loop {
-        let b = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            head.push(b);
-            break;
-        }
-        head.push(b | 0x80);
-    }
+    let mut head = vec![0u8, 0, 0, 0, VERSION, RECORDS_TAG];
+    // The length as postcard writes a byte string's (a varint).
+    head = postcard::to_extend(&(bytes.len() as u64), head).expect("a u64 serialises");
     let len = u32::try_from(head.len() - 4 + bytes.len())
         .map_err(|_| std::io::Error::other("a frame of more than 4 GiB"))?;
     head[..4].copy_from_slice(&len.to_be_bytes());

@@ -114,7 +114,6 @@ pub struct ListMap {
     uncommitted: usize,
     /// The head word as last persisted (0: none).
     durable_head: u64,
-    live_bytes: u64,
     record_bytes: u64,
     commits: u64,
     cleaned_pages: u64,
@@ -183,7 +182,6 @@ impl ListMap {
             dirty: Vec::new(),
             uncommitted: 0,
             durable_head: if end != 0 { head } else { 0 },
-            live_bytes: 0,
             record_bytes: 0,
             commits: 0,
             cleaned_pages: 0,
@@ -258,17 +256,8 @@ impl ListMap {
                 at += size;
             }
         }
-        let (index, live) = Index::rebuild(arena, recs, background);
-        self.index = index;
-        self.live_bytes += live;
+        self.index = Index::rebuild(arena, recs, background);
         Ok(())
-    }
-
-    /// Indexes `key` (see [`Index::insert`]); returns the record it replaces.
-    fn index_insert(&mut self, key: Box<[u8]>, loc: Loc) -> Option<Loc> {
-        let (old, added) = self.index.insert(key, loc);
-        self.live_bytes += added;
-        old
     }
 
     /// Pauses (or resumes, with `false`) the clean-up pass; pauses nest.
@@ -429,10 +418,11 @@ impl ListMap {
     /// bytes are dead (under space pressure: more than a ninth) and the list
     /// has more than a few pages.
     fn worth_cleaning(&self) -> bool {
+        let live = self.index.live_bytes();
         let dead_enough = if self.pressure {
-            self.record_bytes > self.live_bytes + self.live_bytes / 8
+            self.record_bytes > live + live / 8
         } else {
-            self.record_bytes > 2 * self.live_bytes
+            self.record_bytes > 2 * live
         };
         self.published && self.paused == 0 && self.pages.len() > 4 && dead_enough
     }
@@ -605,13 +595,8 @@ impl PmMap for ListMap {
                     size,
                 };
                 self.record_bytes += size as u64;
-                self.live_bytes += size as u64;
                 // In key order (a snapshot's): appended, indexed in bulk.
-                let (old, added) = self.index.push_sorted(bytes[k..k + klen].into(), loc);
-                self.live_bytes += added;
-                if let Some(old) = old {
-                    self.live_bytes -= old.size as u64;
-                }
+                self.index.push_sorted(bytes[k..k + klen].into(), loc);
             }
             self.uncommitted += j - i;
             i = j;
@@ -624,10 +609,7 @@ impl PmMap for ListMap {
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let loc = self.append(KIND_PUT, key, value)?;
-        self.live_bytes += loc.size as u64;
-        if let Some(old) = self.index_insert(key.into(), loc) {
-            self.live_bytes -= old.size as u64;
-        }
+        self.index.insert(key.into(), loc);
         Ok(())
     }
 
@@ -636,11 +618,7 @@ impl PmMap for ListMap {
             return Ok(false);
         }
         self.append(KIND_DEL, key, &[])?;
-        let (old, added) = self.index.remove(key);
-        self.live_bytes += added;
-        if let Some(old) = old {
-            self.live_bytes -= old.size as u64;
-        }
+        self.index.remove(key);
         Ok(true)
     }
 
@@ -680,7 +658,6 @@ impl PmMap for ListMap {
             dirty: Vec::new(),
             uncommitted: 0,
             durable_head: 0,
-            live_bytes: 0,
             record_bytes: 0,
             commits: 0,
             cleaned_pages: 0,
@@ -726,7 +703,7 @@ impl PmMap for ListMap {
         if self.index.building() {
             return Ok(false);
         }
-        self.live_bytes += self.index.settle();
+        self.index.settle();
         if !self.worth_cleaning() {
             return Ok(false);
         }
@@ -736,8 +713,7 @@ impl PmMap for ListMap {
             if kind == KIND_PUT && self.index.get(key.as_slice()) == Some(&loc) {
                 let value = self.read_value(loc)?;
                 let new = self.append(KIND_PUT, &key, &value)?;
-                self.index_insert(key.into_boxed_slice(), new);
-                self.live_bytes = self.live_bytes - loc.size as u64 + new.size as u64;
+                self.index.insert(key.into_boxed_slice(), new);
                 copies += 1;
             }
         }
@@ -782,7 +758,7 @@ impl PmMap for ListMap {
             entries: self.index.len_now() as u64,
             commits: self.commits,
             pm_bytes: self.page_bytes,
-            live_bytes: self.live_bytes,
+            live_bytes: self.index.live_bytes(),
             maintenance: self.cleaned_pages,
         }
     }
@@ -813,6 +789,17 @@ impl PmMap for ListMap {
             if key.as_slice() != &**k || loc.off + loc.size as u64 > p.off + p.used as u64 {
                 return Err(format!("record {:#x} does not hold its key", loc.off));
             }
+        }
+        let indexed: u64 = self
+            .index
+            .range(Bound::Unbounded, Bound::Unbounded)
+            .map(|(_, l)| l.size as u64)
+            .sum();
+        if indexed != self.index.live_bytes() {
+            return Err(format!(
+                "the index points at {indexed} record bytes, accounting says {}",
+                self.index.live_bytes()
+            ));
         }
         let recs: u64 = self.pages.iter().map(|p| p.used as u64 - PAGE_HDR).sum();
         if recs != self.record_bytes {

@@ -112,6 +112,9 @@ pub(super) struct Index {
     /// `tree` in one bulk build by the first other change. Empty while
     /// `pending`.
     sorted: Vec<Entry>,
+    /// Bytes of the records indexed in `tree` and `sorted` (a build's are
+    /// added when it is settled).
+    live: u64,
 }
 
 const EMPTY: &[u8] = &[];
@@ -133,51 +136,46 @@ type Part<'a> = std::iter::Flatten<
 
 impl Index {
     /// Builds the index of a replay's records (`recs` in list order, their
-    /// keys in `arena`); returns it and the bytes of the live records indexed
-    /// so far (the background build adds its own at [`Index::settle`]). With
-    /// at least `background` version records, those are indexed by a thread.
-    pub fn rebuild(arena: Vec<u8>, recs: Vec<Rec>, background: usize) -> (Index, u64) {
-        let data = recs
-            .iter()
-            .filter(|r| is_data(&arena[r.0 as usize..(r.0 + r.1) as usize]))
-            .count();
-        if data == 0 || data < background {
-            let b = build(&arena, &recs, None).expect("not cancelled");
-            return (
-                Index {
-                    tree: b.tree,
-                    pending: None,
-                    sorted: Vec::new(),
-                },
-                b.live_bytes,
-            );
-        }
-        let (data_recs, other): (Vec<Rec>, Vec<Rec>) = recs
+    /// keys in `arena`). With at least `background` version records, those
+    /// are indexed by a thread; otherwise here.
+    pub fn rebuild(arena: Vec<u8>, recs: Vec<Rec>, background: usize) -> Index {
+        let (data, other): (Vec<Rec>, Vec<Rec>) = recs
             .into_iter()
             .partition(|r| is_data(&arena[r.0 as usize..(r.0 + r.1) as usize]));
         let early = build(&arena, &other, None).expect("not cancelled");
-        let input: Input = Arc::new((arena, data_recs));
+        let mut ix = Index {
+            tree: early.tree,
+            pending: None,
+            sorted: Vec::new(),
+            live: early.live_bytes,
+        };
+        if data.is_empty() {
+            return ix;
+        }
+        let threaded = data.len() >= background;
+        let input: Input = Arc::new((arena, data));
         let cancel = Arc::new(AtomicBool::new(false));
         let (i, c) = (input.clone(), cancel.clone());
-        // Without a thread (`Err`), the first use builds it (`Pending::get`).
-        let handle = std::thread::Builder::new()
-            .name("ferrite-list-index".into())
-            .spawn(move || build(&i.0, &i.1, Some(&c)))
-            .ok();
-        let pending = Pending {
+        // Without a thread (too few records, or `Err`) `Pending::get` builds
+        // it: at once below, or at the first use.
+        let handle = threaded
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("ferrite-list-index".into())
+                    .spawn(move || build(&i.0, &i.1, Some(&c)))
+                    .ok()
+            })
+            .flatten();
+        ix.pending = Some(Pending {
             input,
             handle: Mutex::new(handle),
             built: OnceLock::new(),
             cancel,
-        };
-        (
-            Index {
-                tree: early.tree,
-                pending: Some(pending),
-                sorted: Vec::new(),
-            },
-            early.live_bytes,
-        )
+        });
+        if !threaded {
+            ix.settle();
+        }
+        ix
     }
 
     /// Stops a background build: a snapshot is being received that will
@@ -194,28 +192,40 @@ impl Index {
         self.pending.as_ref().is_some_and(|p| !p.done())
     }
 
-    /// Merges a finished (or awaited) background build into the tree;
-    /// returns the bytes of the live records it indexed.
-    pub fn settle(&mut self) -> u64 {
+    /// Merges a finished (or awaited) background build into the tree.
+    pub fn settle(&mut self) {
         let Some(mut p) = self.pending.take() else {
-            return 0;
+            return;
         };
         p.get();
-        let Built {
-            mut tree,
-            live_bytes,
-        } = p.built.take().expect("just built");
-        // The other keys are few (metadata and the Raft log).
-        for (k, v) in std::mem::take(&mut self.tree) {
-            tree.insert(k, v);
-        }
-        self.tree = tree;
-        live_bytes
+        let Built { tree, live_bytes } = p.built.take().expect("just built");
+        self.live += live_bytes;
+        // The two key sets are disjoint: the smaller goes into the larger.
+        let (mut big, small) = if tree.len() >= self.tree.len() {
+            (tree, std::mem::take(&mut self.tree))
+        } else {
+            (std::mem::take(&mut self.tree), tree)
+        };
+        big.extend(small);
+        self.tree = big;
     }
 
-    /// Whether a mutation of `key` needs [`Index::settle`] first.
-    pub fn needs_settle(&self, key: &[u8]) -> bool {
-        self.pending.is_some() && is_data(key)
+    /// Settles first when `key` is a version key and a build is pending.
+    fn settle_for(&mut self, key: &[u8]) {
+        if self.pending.is_some() && is_data(key) {
+            self.settle();
+        }
+    }
+
+    /// Bytes of the live records indexed (without waiting for a build: its
+    /// records count once it is done).
+    pub fn live_bytes(&self) -> u64 {
+        self.live
+            + self
+                .pending
+                .as_ref()
+                .and_then(|p| p.built.get())
+                .map_or(0, |b| b.live_bytes)
     }
 
     fn tree_of(&self, key: &[u8]) -> &Tree<Box<[u8]>, Loc> {
@@ -238,20 +248,20 @@ impl Index {
 
     /// Indexes `key`, which usually comes after every key so far (a
     /// snapshot's records, in key order): then it is only appended, and the
-    /// tree is built from the run in bulk later. Returns what
-    /// [`Index::insert`] returns.
-    pub fn push_sorted(&mut self, key: Box<[u8]>, loc: Loc) -> (Option<Loc>, u64) {
-        let added = self.settle();
+    /// tree is built from the run in bulk later. Returns the record it
+    /// replaces.
+    pub fn push_sorted(&mut self, key: Box<[u8]>, loc: Loc) -> Option<Loc> {
+        self.settle();
         let after = match self.sorted.last() {
             Some(last) => key > last.0,
             None => self.tree.last_key_value().is_none_or(|last| key > *last.0),
         };
-        if after {
-            self.sorted.push((key, loc));
-            return (None, added);
+        if !after {
+            return self.insert(key, loc);
         }
-        let (old, more) = self.insert(key, loc);
-        (old, added + more)
+        self.live += loc.size as u64;
+        self.sorted.push((key, loc));
+        None
     }
 
     /// Moves the appended run into the tree (one bulk build).
@@ -275,25 +285,29 @@ impl Index {
 
     /// Inserts `key` (settled first if it is a version key); returns the
     /// record it replaces.
-    pub fn insert(&mut self, key: Box<[u8]>, loc: Loc) -> (Option<Loc>, u64) {
+    pub fn insert(&mut self, key: Box<[u8]>, loc: Loc) -> Option<Loc> {
         self.merge_sorted();
-        let added = if self.needs_settle(&key) {
-            self.settle()
-        } else {
-            0
-        };
-        (self.tree.insert(key, loc), added)
+        self.settle_for(&key);
+        self.live += loc.size as u64;
+        let old = self.tree.insert(key, loc);
+        self.forget(old)
     }
 
-    /// Removes `key` (settled first if it is a version key).
-    pub fn remove(&mut self, key: &[u8]) -> (Option<Loc>, u64) {
+    /// Removes `key` (settled first if it is a version key); returns its
+    /// record.
+    pub fn remove(&mut self, key: &[u8]) -> Option<Loc> {
         self.merge_sorted();
-        let added = if self.needs_settle(key) {
-            self.settle()
-        } else {
-            0
-        };
-        (self.tree.remove(key), added)
+        self.settle_for(key);
+        let old = self.tree.remove(key);
+        self.forget(old)
+    }
+
+    /// Takes a record that left the index out of the live bytes.
+    fn forget(&mut self, old: Option<Loc>) -> Option<Loc> {
+        if let Some(o) = old {
+            self.live -= o.size as u64;
+        }
+        old
     }
 
     /// Entries (waits for a build).
@@ -479,7 +493,7 @@ mod tests {
             ));
             arena.extend_from_slice(k);
         }
-        Index::rebuild(arena, recs, background).0
+        Index::rebuild(arena, recs, background)
     }
 
     #[test]
@@ -549,9 +563,10 @@ mod tests {
                 off: i as u64,
                 size: 1,
             };
-            let (old, _) = ix.push_sorted(Box::from(*k), loc);
+            let old = ix.push_sorted(Box::from(*k), loc);
             assert_eq!(old, oracle.insert(Box::<[u8]>::from(*k), loc), "{i}");
             assert_eq!(ix.len(), oracle.len());
+            assert_eq!(ix.live_bytes(), oracle.len() as u64);
             for &lo in &bounds {
                 for &hi in &bounds {
                     if nonempty(lo, hi) {
@@ -569,7 +584,8 @@ mod tests {
             }
         }
         assert!(!ix.sorted.is_empty(), "the last run is still appended");
-        assert_eq!(ix.remove(b"e").0, oracle.remove(&b"e"[..]));
+        assert_eq!(ix.remove(b"e"), oracle.remove(&b"e"[..]));
+        assert_eq!(ix.live_bytes(), oracle.len() as u64);
         assert!(ix.sorted.is_empty());
         assert_eq!(
             ix.range(Bound::Unbounded, Bound::Unbounded)
@@ -592,8 +608,10 @@ mod tests {
     fn a_settled_index_is_the_eager_one() {
         let keys: [&[u8]; 5] = [b"\x00m", b"\x01b", b"\x01a", b"\x02x", b"\x01b"];
         let mut lazy = idx(&keys, 1);
-        assert_eq!(lazy.settle(), 2 * 64);
+        lazy.settle();
         assert!(lazy.pending.is_none());
+        // \x00m, \x02x and the last \x01b and \x01a.
+        assert_eq!(lazy.live_bytes(), 4 * 64);
         let eager = idx(&keys, usize::MAX);
         assert_eq!(all(&lazy), all(&eager));
     }
