@@ -51,7 +51,8 @@ pub struct Cluster {
 /// restarted after `kill -9` binds its ports again, and a port from the
 /// ephemeral range may meanwhile have become the local end of some outgoing
 /// connection (the proxies', the clients'), which makes the bind fail.
-fn free_port() -> std::io::Result<SocketAddr> {
+/// (`ferrite-server`'s in-process test clusters use it for the same reason.)
+pub fn free_port() -> std::io::Result<SocketAddr> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let ephemeral_lo = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()

@@ -26,6 +26,13 @@ fn store_path(kind: StoreKind, tag: &str, id: u64) -> PathBuf {
     PathBuf::from(base).join(format!("ferrite-srv-{tag}-{}-{n}-{id}", std::process::id()))
 }
 
+/// A loopback address below the ephemeral port range: a restarted replica
+/// binds its ports again, and a port from the ephemeral range may meanwhile
+/// be the local end of an outgoing connection (CI saw `AddrInUse` so).
+fn port() -> SocketAddr {
+    ferrite_chaos::cluster::free_port().expect("a free loopback port")
+}
+
 pub fn tuning() -> RaftTuning {
     RaftTuning {
         heartbeat: Duration::from_millis(50),
@@ -52,12 +59,7 @@ impl Cluster {
             let _ = std::fs::remove_dir_all(&path);
             let mut store = StoreConfig::new(kind, &path);
             store.pool_size = 256 << 20;
-            let mut cfg = ServerConfig::new(
-                id,
-                store,
-                "127.0.0.1:0".parse().unwrap(),
-                "127.0.0.1:0".parse().unwrap(),
-            );
+            let mut cfg = ServerConfig::new(id, store, port(), port());
             cfg.raft = tuning();
             tune(&mut cfg);
             let b = rt.block_on(Bound::bind(cfg.clone())).unwrap();
@@ -149,12 +151,7 @@ impl Cluster {
         let _ = std::fs::remove_dir_all(&path);
         let mut store = StoreConfig::new(self.kind, &path);
         store.pool_size = self.cfgs[0].store.pool_size;
-        let mut cfg = ServerConfig::new(
-            id,
-            store,
-            "127.0.0.1:0".parse().unwrap(),
-            "127.0.0.1:0".parse().unwrap(),
-        );
+        let mut cfg = ServerConfig::new(id, store, port(), port());
         cfg.raft = self.cfgs[0].raft.clone();
         cfg.join = true;
         tune(&mut cfg);
