@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use ferrite_pm::layout::{self, PoolHeader};
 use ferrite_pm::{AlignedBuf, Durability, PmError, Pool, PoolOptions};
-use ferrite_testkit::{SlotTable, SLOT_TABLE_TYPE};
+use ferrite_testkit::{FullFs, SlotTable, SLOT_TABLE_TYPE};
 use proptest::prelude::*;
 
 /// A pool path in /dev/shm, removed on drop.
@@ -106,6 +106,77 @@ fn creating_over_an_existing_file_fails_and_keeps_it() {
     let e = Pool::create(&p.0, 1 << 20, &opts()).unwrap_err();
     assert!(matches!(e, PmError::Io { .. }), "{e}");
     assert_eq!(std::fs::read(&p.0).unwrap(), b"precious");
+}
+
+/// A pool file stays sparse (an oversized pool costs nothing until used),
+/// but each part of it gets its blocks before it is handed out: the
+/// metadata at creation, a chunk when it is claimed. So a full filesystem is
+/// an error of the creation or of an allocation, and a store into what was
+/// handed out never meets one (into a sparse file's hole it would be a
+/// `SIGBUS`, not an error).
+#[test]
+fn a_full_filesystem_is_an_error_of_the_allocation_never_of_a_store() {
+    let Some(fs) = FullFs::new(8 << 20) else {
+        return;
+    };
+    // Larger than the filesystem: created all the same.
+    let pool = Pool::create(
+        fs.path().join("a.pool"),
+        64 << 20,
+        &PoolOptions {
+            chunk_size: layout::MIN_CHUNK,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 100_000).unwrap();
+    // Room left for 2 MiB of the pool; a file takes the rest.
+    let free = || {
+        let c = std::ffi::CString::new(fs.path().to_str().unwrap()).unwrap();
+        // SAFETY: statvfs only fills the plain-data struct it is given (all
+        // zeroes is a valid value of it); the path outlives the call.
+        let st = unsafe {
+            let mut st: libc::statvfs = std::mem::zeroed();
+            assert_eq!(libc::statvfs(c.as_ptr(), &mut st), 0);
+            st
+        };
+        st.f_bavail * st.f_frsize
+    };
+    let filler = fs.path().join("filler");
+    std::fs::write(&filler, vec![1u8; (free() - (2 << 20)) as usize]).unwrap();
+    let mut n = 0;
+    let err = loop {
+        match t.publish(n, n as u64, 3000) {
+            Ok(()) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    match &err {
+        PmError::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::StorageFull, "{err}")
+        }
+        _ => panic!("{err}"),
+    }
+    assert!(err.to_string().contains("has no room for"), "{err}");
+    assert!(n > 300, "only {n} values fit in 2 MiB");
+    // Everything handed out took its stores; a file cannot take the room.
+    for i in 0..n {
+        assert_eq!(t.read(i).unwrap().unwrap().version, i as u64);
+    }
+    assert!(std::fs::write(fs.path().join("more"), vec![1u8; 1 << 20]).is_err());
+    // Room again: allocations go on.
+    std::fs::remove_file(&filler).unwrap();
+    t.publish(n, n as u64, 3000).unwrap();
+    drop(t);
+    drop(pool);
+
+    // No room for even the metadata: the creation fails and removes its file.
+    let _ = std::fs::remove_file(fs.path().join("more"));
+    std::fs::write(&filler, vec![1u8; free() as usize]).unwrap_or(());
+    let b = fs.path().join("b.pool");
+    let e = Pool::create(&b, 64 << 20, &opts()).unwrap_err();
+    assert!(e.to_string().contains("has no room for"), "{e}");
+    assert!(!b.exists(), "a failed creation left its file");
 }
 
 #[test]

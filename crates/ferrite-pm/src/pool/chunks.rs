@@ -2,12 +2,14 @@
 //! barrier per claim; validated (and interrupted claims cleaned up) at open.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{PmError, Result};
 use crate::layout::{self, chunk_kind, ChunkEntry};
 
 use super::header::bad;
+use super::mapping::{reserve, Backing};
 use super::{ObjectId, OpenReport, Pool};
 
 impl Pool {
@@ -82,6 +84,11 @@ impl Pool {
             free.remove(&((start + k) as u32));
         }
         drop(free);
+        if let Err(e) = self.reserve_chunks(start, run) {
+            let mut free = self.inner.free_chunks.lock().unwrap();
+            free.extend((start..start + run).map(|c| c as u32));
+            return Err(e);
+        }
         let e = if run == 1 && class != u8::MAX {
             ChunkEntry {
                 kind: chunk_kind::SMALL,
@@ -114,6 +121,27 @@ impl Pool {
         );
         self.fence()?;
         Ok(start)
+    }
+
+    /// Gives chunks `start..start + run` their file blocks unless they are
+    /// known to have them (see `mapping::reserve`): a full filesystem fails
+    /// the claim instead of a later store.
+    fn reserve_chunks(&self, start: usize, run: usize) -> Result<()> {
+        let Backing::Mmap { _file: file, .. } = &self.inner.backing else {
+            return Ok(());
+        };
+        let bits = &self.inner.reserved;
+        let has = |c: usize| bits[c / 64].load(Ordering::Relaxed) >> (c % 64) & 1 == 1;
+        if (start..start + run).all(has) {
+            return Ok(());
+        }
+        let path = self.inner.path.as_deref().unwrap_or(Path::new("pool"));
+        let size = self.inner.header.chunk_size;
+        reserve(file, path, self.chunk_off(start), run as u64 * size)?;
+        for c in start..start + run {
+            bits[c / 64].fetch_or(1 << (c % 64), Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Returns chunks to the pool. No fence: if the release is lost in a crash,

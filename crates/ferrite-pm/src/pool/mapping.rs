@@ -126,6 +126,42 @@ pub(super) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_
 /// child a reference to every open file description, lock included, until the
 /// child execs or exits. A pool closed and reopened meanwhile would otherwise
 /// see its own lock, held for those few milliseconds by someone else's child.
+/// Gives bytes `off..off + len` of the pool file their blocks now
+/// (`posix_fallocate`). A pool file is sparse — an oversized pool costs no
+/// space until it is used — and each range gets its blocks before it is
+/// first handed out (the metadata at creation, a chunk when it is claimed),
+/// so a full filesystem is an error of that call. Left to the first store,
+/// it would be a `SIGBUS`. (On tmpfs it also halves the cost of the first
+/// store to each page: the page exists and only needs mapping.)
+pub(super) fn reserve(file: &File, path: &Path, off: u64, len: u64) -> Result<()> {
+    let too_large = || PmError::Invalid(format!("pool range {off}+{len} is too large"));
+    let o = libc::off_t::try_from(off).map_err(|_| too_large())?;
+    let l = libc::off_t::try_from(len).map_err(|_| too_large())?;
+    loop {
+        // SAFETY: posix_fallocate on an open fd has no memory effects; it
+        // returns the error number instead of setting errno.
+        let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), o, l) };
+        match r {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            e => {
+                let os = std::io::Error::from_raw_os_error(e);
+                return Err(PmError::io(
+                    path,
+                    std::io::Error::new(
+                        os.kind(),
+                        format!(
+                            "the filesystem holding the pool has no room for {len} more bytes \
+                             of it (pool bytes {off:#x}.., which take their space when first \
+                             used): {os}"
+                        ),
+                    ),
+                ));
+            }
+        }
+    }
+}
+
 pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<()> {
     let op = if exclusive {
         libc::LOCK_EX

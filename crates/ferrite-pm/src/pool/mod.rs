@@ -19,6 +19,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{PmError, Result};
@@ -31,7 +32,7 @@ use crate::AlignedBuf;
 pub use access::{PmSlice, PmWord};
 use flush::Mode;
 use header::{new_header, validate_header};
-use mapping::{fs_is_tmpfs, lock_file, map_anon_huge, map_file, Backing, HUGE_PAGE};
+use mapping::{fs_is_tmpfs, lock_file, map_anon_huge, map_file, reserve, Backing, HUGE_PAGE};
 
 /// How durable a pool's stores are once flushed and fenced: what the mapping
 /// is *and* what the pool actually issues.
@@ -153,6 +154,9 @@ pub(crate) struct PoolInner {
     pub(crate) header: PoolHeader,
     path: Option<PathBuf>,
     pub(crate) free_chunks: Mutex<BTreeSet<u32>>,
+    /// Chunks whose file blocks are known to exist (one bit per chunk):
+    /// owned at open, or reserved by this process (`mapping::reserve`).
+    pub(crate) reserved: Vec<AtomicU64>,
     pub(crate) open_heaps: Mutex<HashSet<u16>>,
     dir_lock: Mutex<()>,
     open_report: OpenReport,
@@ -236,6 +240,8 @@ impl Pool {
         let res = (|| {
             lock_file(&file, path, true)?;
             file.set_len(size).map_err(|e| PmError::io(path, e))?;
+            // The metadata's room now; each chunk's when it is claimed.
+            reserve(&file, path, 0, header.heap_off)?;
             let pool = Pool::map(file, path, header, opts)?;
             pool.format()?;
             pool.load()
@@ -314,6 +320,7 @@ impl Pool {
                 header: p.header,
                 path: p.path,
                 free_chunks: Mutex::new(BTreeSet::new()),
+                reserved: Vec::new(),
                 open_heaps: Mutex::new(HashSet::new()),
                 dir_lock: Mutex::new(()),
                 open_report: OpenReport::default(),
@@ -420,6 +427,18 @@ impl Pool {
         let valid = self.validate_directory()?;
         let (free, report) = self.scan_chunk_table(&valid)?;
         let inner = Arc::get_mut(&mut self.inner).expect("pool is not shared during load");
+        let count = inner.header.chunk_count as usize;
+        inner.reserved = (0..count.div_ceil(64))
+            .map(|w| {
+                // Only a file's blocks can be missing; a chunk owned at open
+                // got them when it was claimed.
+                let file = matches!(inner.backing, Backing::Mmap { .. });
+                let bits = (w * 64..count.min(w * 64 + 64))
+                    .filter(|&c| !file || !free.contains(&(c as u32)))
+                    .fold(0u64, |b, c| b | 1 << (c % 64));
+                AtomicU64::new(bits)
+            })
+            .collect();
         *inner.free_chunks.get_mut().unwrap() = free;
         inner.open_report = report;
         Ok(self)
