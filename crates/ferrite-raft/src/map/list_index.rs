@@ -162,7 +162,10 @@ impl Index {
             .then(|| {
                 std::thread::Builder::new()
                     .name("ferrite-list-index".into())
-                    .spawn(move || build(&i.0, &i.1, Some(&c)))
+                    .spawn(move || {
+                        yield_to_foreground();
+                        build(&i.0, &i.1, Some(&c))
+                    })
                     .ok()
             })
             .flatten();
@@ -404,6 +407,20 @@ fn nonempty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
         (Bound::Included(l), Bound::Included(h)) => l <= h,
         (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) => l < h,
         _ => true,
+    }
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10): the
+/// background build takes what CPU the replica's foreground work leaves —
+/// serving, and on a replica that is behind, receiving the snapshot that
+/// makes the build moot (it is stopped then). Alone on a core it runs as
+/// fast as before. (On Linux the nice value is per thread.)
+fn yield_to_foreground() {
+    // SAFETY: gettid and setpriority take plain integers and have no memory
+    // effects; a failure leaves the priority as it was, which is harmless.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
     }
 }
 
