@@ -115,24 +115,12 @@ pub(super) fn fs_is_tmpfs(file: &File) -> bool {
 /// How long a conflicting lock is retried before the open reports `InUse`.
 pub(super) const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// Takes the pool file's lock: exclusive for a writable open, shared for a
-/// read-only one, without blocking. The lock belongs to the open file description,
-/// so it lasts as long as the mapping's `File` and dies with the process (a
-/// `kill -9` leaves no stale lock). A second writer, or a reader while a writer
-/// holds the pool, gets [`PmError::InUse`].
-///
-/// A conflict is retried for up to [`LOCK_PATIENCE`] before it is reported: a
-/// process that forks (any thread of it, e.g. to spawn a program) hands the
-/// child a reference to every open file description, lock included, until the
-/// child execs or exits. A pool closed and reopened meanwhile would otherwise
-/// see its own lock, held for those few milliseconds by someone else's child.
 /// Gives bytes `off..off + len` of the pool file their blocks now
 /// (`posix_fallocate`). A pool file is sparse — an oversized pool costs no
 /// space until it is used — and each range gets its blocks before it is
 /// first handed out (the metadata at creation, a chunk when it is claimed),
 /// so a full filesystem is an error of that call. Left to the first store,
-/// it would be a `SIGBUS`. (On tmpfs it also halves the cost of the first
-/// store to each page: the page exists and only needs mapping.)
+/// it would be a `SIGBUS`.
 pub(super) fn reserve(file: &File, path: &Path, off: u64, len: u64) -> Result<()> {
     let too_large = || PmError::Invalid(format!("pool range {off}+{len} is too large"));
     let o = libc::off_t::try_from(off).map_err(|_| too_large())?;
@@ -162,6 +150,17 @@ pub(super) fn reserve(file: &File, path: &Path, off: u64, len: u64) -> Result<()
     }
 }
 
+/// Takes the pool file's lock: exclusive for a writable open, shared for a
+/// read-only one, without blocking. The lock belongs to the open file description,
+/// so it lasts as long as the mapping's `File` and dies with the process (a
+/// `kill -9` leaves no stale lock). A second writer, or a reader while a writer
+/// holds the pool, gets [`PmError::InUse`].
+///
+/// A conflict is retried for up to [`LOCK_PATIENCE`] before it is reported: a
+/// process that forks (any thread of it, e.g. to spawn a program) hands the
+/// child a reference to every open file description, lock included, until the
+/// child execs or exits. A pool closed and reopened meanwhile would otherwise
+/// see its own lock, held for those few milliseconds by someone else's child.
 pub(super) fn lock_file(file: &File, path: &Path, exclusive: bool) -> Result<()> {
     let op = if exclusive {
         libc::LOCK_EX

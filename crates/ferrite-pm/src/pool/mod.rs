@@ -427,18 +427,16 @@ impl Pool {
         let valid = self.validate_directory()?;
         let (free, report) = self.scan_chunk_table(&valid)?;
         let inner = Arc::get_mut(&mut self.inner).expect("pool is not shared during load");
-        let count = inner.header.chunk_count as usize;
-        inner.reserved = (0..count.div_ceil(64))
-            .map(|w| {
-                // Only a file's blocks can be missing; a chunk owned at open
-                // got them when it was claimed.
-                let file = matches!(inner.backing, Backing::Mmap { .. });
-                let bits = (w * 64..count.min(w * 64 + 64))
-                    .filter(|&c| !file || !free.contains(&(c as u32)))
-                    .fold(0u64, |b, c| b | 1 << (c % 64));
-                AtomicU64::new(bits)
-            })
-            .collect();
+        // Every chunk counts as reserved but a file's free ones: only a
+        // file's blocks can be missing, and a chunk owned at open got them
+        // when it was claimed. (Bits past the last chunk are never read.)
+        let words = (inner.header.chunk_count as usize).div_ceil(64);
+        inner.reserved = (0..words).map(|_| AtomicU64::new(u64::MAX)).collect();
+        if matches!(inner.backing, Backing::Mmap { .. }) {
+            for &c in &free {
+                *inner.reserved[c as usize / 64].get_mut() &= !(1 << (c % 64));
+            }
+        }
         *inner.free_chunks.get_mut().unwrap() = free;
         inner.open_report = report;
         Ok(self)
