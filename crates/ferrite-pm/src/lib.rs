@@ -36,7 +36,9 @@ pub use crash::{
 pub use error::{PmError, Result};
 pub use heap::{Heap, HeapStats, Marker};
 pub use persist::{FlushKind, PersistStats};
-pub use pool::{Durability, ObjectId, ObjectInfo, OpenReport, PmSlice, PmWord, Pool, PoolOptions};
+pub use pool::{
+    Durability, ObjectId, ObjectInfo, OpenReport, PmSlice, PmWord, Pool, PoolOptions, Warmer,
+};
 pub use sim::store_u64;
 pub use temp::TempPool;
 

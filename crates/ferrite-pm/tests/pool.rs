@@ -179,6 +179,104 @@ fn a_full_filesystem_is_an_error_of_the_allocation_never_of_a_store() {
     assert!(!b.exists(), "a failed creation left its file");
 }
 
+/// Pages of `base..base + len` that are mapped in this process's page tables
+/// (`/proc/self/pagemap`, bit 63), not merely resident in the file.
+fn mapped_pages(base: *const u8, len: usize) -> usize {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open("/proc/self/pagemap").unwrap();
+    let first = base as u64 / 4096;
+    let mut buf = vec![0u8; len / 4096 * 8];
+    f.read_exact_at(&mut buf, first * 8).unwrap();
+    buf.chunks_exact(8)
+        .filter(|e| u64::from_le_bytes((*e).try_into().unwrap()) >> 63 == 1)
+        .count()
+}
+
+/// A warmer faults the lowest free chunks in ahead of a bulk writer, as far
+/// as it is told, and changes nothing the pool holds: the chunks stay free,
+/// values read back, allocations take the warmed chunks.
+#[test]
+fn a_warmer_maps_free_chunks_ahead_and_changes_nothing() {
+    let path = TmpPath::new("warm");
+    let pool = Pool::create(&path.0, 64 << 20, &opts()).unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 1000).unwrap();
+    for i in 0..100 {
+        t.publish(i, i as u64, 1000).unwrap();
+    }
+    let h = pool.header();
+    let (cs, heap) = (h.chunk_size as usize, h.heap_off as usize);
+    let heap_len = h.chunk_count as usize * cs;
+    // SAFETY: heap_off lies inside the pool's mapping.
+    let heap_base = unsafe { pool.base().add(heap) } as *const u8;
+    let before = mapped_pages(heap_base, heap_len);
+    let usage = pool.chunk_usage();
+
+    let w = pool
+        .warmer(4 * cs as u64)
+        .expect("a file pool has a warmer");
+    assert_eq!(w.settle(), 4 * cs as u64);
+    let pages = cs / 4096;
+    assert_eq!(mapped_pages(heap_base, heap_len), before + 4 * pages);
+    w.expect(2 * cs as u64 - 1);
+    assert_eq!(w.settle(), 6 * cs as u64);
+    assert_eq!(mapped_pages(heap_base, heap_len), before + 6 * pages);
+    drop(w);
+    // Nothing was claimed, nothing changed.
+    assert_eq!(pool.chunk_usage(), usage);
+    for i in 0..100 {
+        assert_eq!(t.read(i).unwrap().unwrap().version, i as u64);
+    }
+    // Allocations go on into the warmed chunks; a reopen finds it all.
+    for i in 100..1000 {
+        t.publish(i, i as u64, 1000).unwrap();
+    }
+    assert!(pool.chunk_usage().1 < usage.1);
+    drop(t);
+    drop(pool);
+    let pool = Pool::open(&path.0, &opts()).unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 1000).unwrap();
+    for i in 0..1000 {
+        assert_eq!(t.read(i).unwrap().unwrap().version, i as u64);
+    }
+
+    // Pools without a file mapping have nothing to warm.
+    let v = Pool::create_volatile(8 << 20, &opts()).unwrap();
+    assert!(v.warmer(1 << 20).is_none());
+}
+
+/// On a full filesystem the warmer cannot reserve a chunk: it stops
+/// quietly (never a `SIGBUS`), and the allocation reports the full
+/// filesystem as before.
+#[test]
+fn a_warmer_on_a_full_filesystem_stops_quietly() {
+    let Some(fs) = FullFs::new(8 << 20) else {
+        return;
+    };
+    let pool = Pool::create(fs.path().join("w.pool"), 64 << 20, &opts()).unwrap();
+    let t = SlotTable::open_or_create(&pool, "t", 10_000).unwrap();
+    let filler = fs.path().join("filler");
+    // Whatever room is left goes to the filler (written until it fails).
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        while f.write_all(&[1u8; 64 << 10]).is_ok() {}
+    }
+    let w = pool.warmer(16 << 20).unwrap();
+    assert_eq!(w.settle(), 0);
+    drop(w);
+    let mut n = 0;
+    let err = loop {
+        match t.publish(n, n as u64, 3000) {
+            Ok(()) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(err.to_string().contains("has no room for"), "{err}");
+    for i in 0..n {
+        assert_eq!(t.read(i).unwrap().unwrap().version, i as u64);
+    }
+}
+
 #[test]
 fn invalid_geometry_is_rejected() {
     assert!(matches!(

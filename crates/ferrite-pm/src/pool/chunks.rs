@@ -126,7 +126,7 @@ impl Pool {
     /// Gives chunks `start..start + run` their file blocks unless they are
     /// known to have them (see `mapping::reserve`): a full filesystem fails
     /// the claim instead of a later store.
-    fn reserve_chunks(&self, start: usize, run: usize) -> Result<()> {
+    pub(super) fn reserve_chunks(&self, start: usize, run: usize) -> Result<()> {
         let Backing::Mmap { _file: file, .. } = &self.inner.backing else {
             return Ok(());
         };

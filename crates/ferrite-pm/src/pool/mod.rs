@@ -6,7 +6,8 @@
 //! * `directory`: named objects and their root words;
 //! * `chunks`: the chunk table (claims, releases, validation at open);
 //! * `flush`: flush / fence / nt-copy dispatch by mode, health, simulator control;
-//! * `access`: typed, bounds-checked access to PM words and bytes.
+//! * `access`: typed, bounds-checked access to PM words and bytes;
+//! * `warm`: faulting free chunks in ahead of a bulk writer.
 
 mod access;
 mod chunks;
@@ -14,6 +15,9 @@ mod directory;
 mod flush;
 mod header;
 pub(crate) mod mapping;
+mod warm;
+
+pub use warm::Warmer;
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::OpenOptions;

@@ -66,6 +66,12 @@ const PAGE_HDR: u64 = 16;
 /// Bytes of a page that [`PmMap::put_records`] fills (the heap's largest
 /// size class): a snapshot's records are copied in runs this long.
 const RECORD_RUN: usize = 64 << 10;
+/// How far ahead of a staging map's records its warming thread faults free
+/// chunks in (`ferrite_pm::Warmer`): a frame of the snapshot stream (1 MiB)
+/// and more, so the copy of a frame finds its pages mapped; at most this
+/// much of the pool is left reserved and resident but unused when the
+/// staging ends.
+const WARM_LEAD: u64 = 4 << 20;
 /// Upper bound on pages walked at open (a cycle in corrupt data stops here).
 const MAX_PAGES: usize = 1 << 28;
 
@@ -123,6 +129,9 @@ pub struct ListMap {
     /// Space is short: clean pages with less dead data (see
     /// [`PmMap::set_space_pressure`]).
     pressure: bool,
+    /// A staging map's: faults the pool's next free chunks in ahead of the
+    /// snapshot's records ([`WARM_LEAD`]).
+    warmer: Option<ferrite_pm::Warmer>,
 }
 
 fn corrupt(name: &str, detail: String) -> PmError {
@@ -188,6 +197,7 @@ impl ListMap {
             paused: 0,
             page_bytes: 0,
             pressure: false,
+            warmer: None,
         };
         map.page_bytes = map.pages.iter().map(|p| p.cap as u64).sum();
         map.replay(opts.background_index)?;
@@ -554,6 +564,9 @@ impl PmMap for ListMap {
     /// fence) and indexes its keys: the records need no encoding, and the
     /// pages no write-back after the copy.
     fn put_records(&mut self, bytes: &[u8]) -> Result<u64> {
+        if let Some(w) = &self.warmer {
+            w.expect(bytes.len() as u64);
+        }
         let recs = record::puts(bytes)
             .map(|r| r.map(|(at, k, _)| (at, k.len())))
             .collect::<std::result::Result<Vec<_>, String>>()
@@ -664,6 +677,7 @@ impl PmMap for ListMap {
             paused: 0,
             page_bytes: 0,
             pressure: false,
+            warmer: self.pool.warmer(WARM_LEAD),
         })
     }
 
@@ -691,6 +705,8 @@ impl PmMap for ListMap {
         staged.cleaned_pages = self.cleaned_pages;
         staged.paused = self.paused;
         staged.pressure = self.pressure;
+        // Staged: the chunks the warming thread is ahead on stay free.
+        staged.warmer = None;
         *self = staged;
         Ok(())
     }
