@@ -596,6 +596,8 @@ fn store_section(node: &Node, st: &ferrite_raft::ReplicaStatus) -> Vec<(String, 
 /// The `INFO` text: Redis's sections that clients look at, plus `raft` and
 /// `store`.
 pub fn info(node: &Node, section: Option<String>) -> String {
+    let want = section.filter(|s| !matches!(s.as_str(), "all" | "everything" | "default"));
+    let wanted = |name: &str| want.as_deref().is_none_or(|w| w == name);
     let m = node.raft.metrics().borrow().clone();
     let st = node.replica.status();
     let (_, state) = role(node);
@@ -664,7 +666,16 @@ pub fn info(node: &Node, section: Option<String>) -> String {
                 ),
             ],
         ),
-        ("store", store_section(node, &st)),
+        // Only when asked for: it measures the store (a WAL's files are
+        // listed), which a client polling `INFO raft` should not pay for.
+        (
+            "store",
+            if wanted("store") {
+                store_section(node, &st)
+            } else {
+                Vec::new()
+            },
+        ),
         (
             "keyspace",
             vec![(
@@ -673,10 +684,9 @@ pub fn info(node: &Node, section: Option<String>) -> String {
             )],
         ),
     ];
-    let want = section.filter(|s| !matches!(s.as_str(), "all" | "everything" | "default"));
     let mut out = String::new();
     for (name, kv) in sections {
-        if want.as_deref().is_some_and(|w| w != name) {
+        if !wanted(name) {
             continue;
         }
         let mut title = name.to_string();
