@@ -145,9 +145,7 @@ impl Procs {
 
     /// The applied index replica `i` reports.
     pub fn applied(&self, i: usize) -> Option<u64> {
-        info_field(&self.info(i)?, "raft_applied_index")?
-            .parse()
-            .ok()
+        applied_index(&self.info(i)?)
     }
 
     /// Index of the replica every running one names as leader.
@@ -232,9 +230,7 @@ impl Procs {
             };
             match c.call(&[b"INFO", b"raft"]) {
                 Ok(Reply::Bulk(Some(b))) => {
-                    info_field(&String::from_utf8_lossy(&b), "raft_applied_index")
-                        .and_then(|a| a.parse::<u64>().ok())
-                        .is_some_and(|a| a >= index)
+                    applied_index(&String::from_utf8_lossy(&b)).is_some_and(|a| a >= index)
                 }
                 _ => {
                     conn = None;
@@ -323,4 +319,9 @@ impl Drop for Procs {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// The applied index an `INFO` text reports.
+fn applied_index(info: &str) -> Option<u64> {
+    info_field(info, "raft_applied_index")?.parse().ok()
 }

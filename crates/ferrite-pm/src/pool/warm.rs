@@ -5,12 +5,14 @@
 //! writer — a replica staging a snapshot of tens of MB — spends as much time
 //! in those faults as in its copies. A [`Warmer`] takes them off the writer:
 //! a thread reserves the lowest free chunks (the ones the next claims take)
-//! and faults them in with `MADV_POPULATE_WRITE`, staying a budget of bytes
-//! ahead of what the writer says it is about to write. It changes no byte of
-//! the pool and no allocation state: the chunks stay free, a populated page
-//! reads as the zeros it held. Best effort: any failure (no room to reserve,
-//! a kernel without `MADV_POPULATE_WRITE`) ends the thread quietly and the
-//! writer faults as before.
+//! and faults them in with `MADV_POPULATE_WRITE`, until `lead` bytes of the
+//! chunks it warmed are still free; the writer nudges it
+//! ([`Warmer::nudge`]) as it goes, and it warms again as far as claims took
+//! warmed chunks. So at most `lead` bytes of warmed chunks are ever unused.
+//! It changes no byte of the pool and no allocation state: the chunks stay
+//! free, a populated page reads as the zeros it held. Best effort: any
+//! failure (no room to reserve, a kernel without `MADV_POPULATE_WRITE`) ends
+//! the thread quietly and the writer faults as before.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -21,8 +23,14 @@ use super::Pool;
 /// What the warming thread is asked to do and has done.
 #[derive(Default)]
 struct State {
-    /// Bytes to have warmed (the initial lead plus every [`Warmer::expect`]).
-    budget: u64,
+    /// Nudges so far ([`Warmer::nudge`]).
+    nudges: u64,
+    /// Nudges the thread has answered (it is idle when this equals
+    /// `nudges` and it waits).
+    answered: u64,
+    /// The thread waits for a nudge (its warmed chunks still free reach the
+    /// lead).
+    idle: bool,
     /// Bytes warmed so far.
     warmed: u64,
     /// The thread is to stop (the warmer was dropped).
@@ -53,21 +61,20 @@ pub struct Warmer {
 }
 
 impl Pool {
-    /// Starts warming the lowest free chunks, `lead` bytes ahead of what
-    /// [`Warmer::expect`] announces. `None` for pools without a file mapping
-    /// (volatile and simulated pools: their memory is already there) or when
-    /// no thread can be started.
+    /// Starts warming the lowest free chunks until `lead` bytes of them are
+    /// warm and free. `None` for pools without a file mapping (volatile and
+    /// simulated pools: their memory is already there) or when no thread can
+    /// be started.
     pub fn warmer(&self, lead: u64) -> Option<Warmer> {
         if !matches!(self.inner.backing, Backing::Mmap { .. }) {
             return None;
         }
         let shared = Arc::new(Shared::default());
-        shared.lock().budget = lead;
         let (pool, sh) = (self.clone(), shared.clone());
         let handle = std::thread::Builder::new()
             .name("ferrite-warm".into())
             .spawn(move || {
-                pool.warm(&sh);
+                pool.warm(&sh, lead);
                 sh.lock().ended = true;
                 sh.changed.notify_all();
             })
@@ -79,26 +86,38 @@ impl Pool {
     }
 
     /// The warming thread's loop: the next free chunk above the last one
-    /// warmed, while under budget.
-    fn warm(&self, sh: &Shared) {
+    /// warmed, while fewer than `lead` bytes of the warmed chunks are free.
+    fn warm(&self, sh: &Shared, lead: u64) {
         let size = self.inner.header.chunk_size;
-        let mut next = 0u32;
+        // Warmed chunks lie in first..next; those of them still free are
+        // the lead (a chunk released into that range meanwhile counts too,
+        // which only makes the thread less eager).
+        let (mut first, mut next) = (None::<u32>, 0u32);
         loop {
-            {
+            let (ahead, c) = {
+                let free = self.inner.free_chunks.lock().unwrap();
+                let ahead = first.map_or(0, |f| free.range(f..next).count() as u64) * size;
+                (ahead, free.range(next..).next().copied())
+            };
+            if ahead >= lead {
                 let mut st = sh.lock();
-                while !st.stop && st.warmed >= st.budget {
+                let seen = st.nudges;
+                st.answered = seen;
+                st.idle = true;
+                sh.changed.notify_all();
+                while !st.stop && st.nudges == seen {
                     st = sh.changed.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
+                st.idle = false;
                 if st.stop {
                     return;
                 }
+                continue;
             }
-            let free = self.inner.free_chunks.lock().unwrap();
-            let Some(c) = free.range(next..).next().copied() else {
+            let Some(c) = c else {
                 return;
             };
-            drop(free);
-            if self.reserve_chunks(c as usize, 1).is_err() {
+            if sh.lock().stop || self.reserve_chunks(c as usize, 1).is_err() {
                 return;
             }
             let p = self.at(self.chunk_off(c as usize), size as usize);
@@ -111,26 +130,26 @@ impl Pool {
             if r != 0 {
                 return;
             }
+            first.get_or_insert(c);
             next = c + 1;
             sh.lock().warmed += size;
-            sh.changed.notify_all();
         }
     }
 }
 
 impl Warmer {
-    /// Announces `bytes` more about to be written: the thread warms that
-    /// much further.
-    pub fn expect(&self, bytes: u64) {
-        self.shared.lock().budget += bytes;
+    /// Tells the thread that the writer is claiming chunks: it warms again
+    /// as far as claims took warmed ones.
+    pub fn nudge(&self) {
+        self.shared.lock().nudges += 1;
         self.shared.changed.notify_all();
     }
 
-    /// Waits until the thread has caught up with its budget (or ended), and
-    /// returns the bytes it has warmed.
+    /// Waits until the thread has answered every nudge (its free warmed
+    /// chunks reach the lead) or ended, and returns the bytes it has warmed.
     pub fn settle(&self) -> u64 {
         let mut st = self.shared.lock();
-        while !st.ended && st.warmed < st.budget {
+        while !(st.ended || st.idle && st.answered == st.nudges) {
             st = self
                 .shared
                 .changed
@@ -155,7 +174,6 @@ impl std::fmt::Debug for Warmer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let st = self.shared.lock();
         f.debug_struct("Warmer")
-            .field("budget", &st.budget)
             .field("warmed", &st.warmed)
             .field("ended", &st.ended)
             .finish()

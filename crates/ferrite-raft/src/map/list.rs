@@ -66,11 +66,11 @@ const PAGE_HDR: u64 = 16;
 /// Bytes of a page that [`PmMap::put_records`] fills (the heap's largest
 /// size class): a snapshot's records are copied in runs this long.
 const RECORD_RUN: usize = 64 << 10;
-/// How far ahead of a staging map's records its warming thread faults free
-/// chunks in (`ferrite_pm::Warmer`): a frame of the snapshot stream (1 MiB)
-/// and more, so the copy of a frame finds its pages mapped; at most this
-/// much of the pool is left reserved and resident but unused when the
-/// staging ends.
+/// How far ahead of a staging map's claims its warming thread faults free
+/// chunks in (`ferrite_pm::Warmer`, nudged by every snapshot frame): a
+/// frame of the stream (1 MiB) and more, so the copy of a frame finds its
+/// pages mapped; at most this much of the pool is left reserved and
+/// resident but unused when the staging ends.
 const WARM_LEAD: u64 = 4 << 20;
 /// Upper bound on pages walked at open (a cycle in corrupt data stops here).
 const MAX_PAGES: usize = 1 << 28;
@@ -565,7 +565,7 @@ impl PmMap for ListMap {
     /// pages no write-back after the copy.
     fn put_records(&mut self, bytes: &[u8]) -> Result<u64> {
         if let Some(w) = &self.warmer {
-            w.expect(bytes.len() as u64);
+            w.nudge();
         }
         let recs = record::puts(bytes)
             .map(|r| r.map(|(at, k, _)| (at, k.len())))
