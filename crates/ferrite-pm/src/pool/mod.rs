@@ -15,7 +15,7 @@ mod directory;
 mod flush;
 mod header;
 pub(crate) mod mapping;
-mod warm;
+pub mod warm;
 
 pub use warm::Warmer;
 
