@@ -293,6 +293,8 @@ fn bench_raft_quick_reports_in_the_shared_json_shape() {
         "list,wal",
         "--clients",
         "4",
+        "--recovery-trials",
+        "2",
         "--port",
         &port,
         "--out",
@@ -332,7 +334,25 @@ fn bench_raft_quick_reports_in_the_shared_json_shape() {
         serde_json::from_slice(&std::fs::read(out.join("raft-recovery.json")).unwrap()).unwrap();
     for r in rec["results"].as_array().unwrap() {
         assert!(r["follower_cpu_ms"].as_f64().unwrap() > 0.0, "{r}");
+        if r["bench"] == "recovery" {
+            // Two trials (the second on a fresh cluster); the median of
+            // two is the lower.
+            let trials: Vec<f64> = r["trials_ms"]
+                .as_str()
+                .unwrap()
+                .split(" / ")
+                .map(|t| t.parse().unwrap())
+                .collect();
+            assert_eq!(trials.len(), 2, "{r}");
+            let lower = trials.iter().cloned().fold(f64::MAX, f64::min);
+            assert_eq!(r["ms"].as_f64().unwrap().round(), lower, "{r}");
+        }
     }
+    assert!(
+        rec["notes"].to_string().contains("medians of 2 trials"),
+        "{}",
+        rec["notes"]
+    );
     // The throughput chart, and redrawn from the saved report.
     let thr = out.join("raft-throughput.svg");
     let com = out.join("raft-commit.svg");
