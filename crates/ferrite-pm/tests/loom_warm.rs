@@ -10,30 +10,11 @@ use ferrite_pm::pool::warm::{run, Chunks, Handshake, WaitKit, WarmState};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-struct LoomWait;
-
-impl WaitKit for LoomWait {
-    type Cell = (Mutex<WarmState>, Condvar);
-    fn new_cell() -> Self::Cell {
-        (Mutex::new(WarmState::default()), Condvar::new())
-    }
-    fn update<R>(c: &Self::Cell, f: impl FnOnce(&mut WarmState) -> R) -> R {
-        let r = f(&mut c.0.lock().unwrap());
-        c.1.notify_all();
-        r
-    }
-    fn wait<R>(
-        c: &Self::Cell,
-        mut until: impl FnMut(&WarmState) -> bool,
-        f: impl FnOnce(&mut WarmState) -> R,
-    ) -> R {
-        let mut st = c.0.lock().unwrap();
-        while !until(&st) {
-            st = c.1.wait(st).unwrap();
-        }
-        f(&mut st)
-    }
-}
+ferrite_pm::wait_kit!(
+    /// The production kit's code on loom's `Mutex` and `Condvar`.
+    LoomWait,
+    loom::sync
+);
 
 /// The same kit, except that it never wakes a waiter after an update: an
 /// idle thread never sees a nudge (broken on purpose).
@@ -81,16 +62,22 @@ impl Chunks for Fake {
     }
 }
 
-/// A writer that waits for the lead (2 chunks), claims one warmed chunk,
-/// nudges, waits again, and stops the thread.
-fn writer_and_thread<K: WaitKit>() {
+/// Starts the warming thread, with a lead of 2, on `total` fake chunks.
+fn start<K: WaitKit>(total: u32) -> (Arc<Handshake<K>>, Fake, thread::JoinHandle<()>) {
     let h = Arc::new(Handshake::<K>::default());
     let chunks = Fake(Arc::new(Mutex::new(Pool {
-        total: 4,
+        total,
         ..Pool::default()
     })));
     let (h2, mut c2) = (h.clone(), chunks.clone());
     let t = thread::spawn(move || run(&h2, 2, &mut c2));
+    (h, chunks, t)
+}
+
+/// A writer that waits for the lead (2 chunks), claims one warmed chunk,
+/// nudges, waits again, and stops the thread.
+fn writer_and_thread<K: WaitKit>() {
+    let (h, chunks, t) = start::<K>(4);
     assert_eq!(h.settle(), 2, "the lead, warmed");
     chunks.0.lock().unwrap().free -= 1;
     h.nudge();
@@ -117,9 +104,7 @@ fn a_nudged_thread_warms_back_to_the_lead_and_stops_when_told() {
 #[test]
 fn a_thread_without_chunks_ends_and_settles() {
     loom::model(|| {
-        let h = Arc::new(Handshake::<LoomWait>::default());
-        let (h2, mut c2) = (h.clone(), Fake(Arc::new(Mutex::new(Pool::default()))));
-        let t = thread::spawn(move || run(&h2, 2, &mut c2));
+        let (h, _, t) = start::<LoomWait>(0);
         assert_eq!(h.settle(), 0);
         t.join().unwrap();
         assert_eq!(h.progress(), (0, true));
@@ -130,13 +115,7 @@ fn a_thread_without_chunks_ends_and_settles() {
 #[test]
 fn a_stop_ends_the_thread_anywhere() {
     loom::model(|| {
-        let h = Arc::new(Handshake::<LoomWait>::default());
-        let chunks = Fake(Arc::new(Mutex::new(Pool {
-            total: 8,
-            ..Pool::default()
-        })));
-        let (h2, mut c2) = (h.clone(), chunks.clone());
-        let t = thread::spawn(move || run(&h2, 2, &mut c2));
+        let (h, _, t) = start::<LoomWait>(8);
         h.stop();
         t.join().unwrap();
         let (warmed, ended) = h.progress();

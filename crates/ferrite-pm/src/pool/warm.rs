@@ -60,32 +60,55 @@ pub trait WaitKit: 'static {
     ) -> R;
 }
 
-/// `std::sync`'s `Mutex` and `Condvar` (a poisoned lock is still used: the
-/// state stays valid).
-pub struct StdWait;
+/// Defines a [`WaitKit`] named `$name` on the `Mutex` and `Condvar` of the
+/// module `$sync`: `std::sync` in production ([`StdWait`]), `loom::sync` in
+/// the model checks (`tests/loom_warm.rs`), so that they check this body.
+/// A poisoned lock is still used: the state stays valid.
+#[macro_export]
+macro_rules! wait_kit {
+    ($(#[$m:meta])* $vis:vis $name:ident, $($sync:ident)::+) => {
+        $(#[$m])*
+        $vis struct $name;
 
-impl WaitKit for StdWait {
-    type Cell = (std::sync::Mutex<WarmState>, std::sync::Condvar);
-    fn new_cell() -> Self::Cell {
-        Default::default()
-    }
-    fn update<R>(c: &Self::Cell, f: impl FnOnce(&mut WarmState) -> R) -> R {
-        let r = f(&mut c.0.lock().unwrap_or_else(|e| e.into_inner()));
-        c.1.notify_all();
-        r
-    }
-    fn wait<R>(
-        c: &Self::Cell,
-        mut until: impl FnMut(&WarmState) -> bool,
-        f: impl FnOnce(&mut WarmState) -> R,
-    ) -> R {
-        let mut st = c.0.lock().unwrap_or_else(|e| e.into_inner());
-        while !until(&st) {
-            st = c.1.wait(st).unwrap_or_else(|e| e.into_inner());
+        impl $crate::pool::warm::WaitKit for $name {
+            type Cell = (
+                $($sync)::+::Mutex<$crate::pool::warm::WarmState>,
+                $($sync)::+::Condvar,
+            );
+            fn new_cell() -> Self::Cell {
+                (
+                    $($sync)::+::Mutex::new(Default::default()),
+                    $($sync)::+::Condvar::new(),
+                )
+            }
+            fn update<R>(
+                c: &Self::Cell,
+                f: impl FnOnce(&mut $crate::pool::warm::WarmState) -> R,
+            ) -> R {
+                let r = f(&mut c.0.lock().unwrap_or_else(|e| e.into_inner()));
+                c.1.notify_all();
+                r
+            }
+            fn wait<R>(
+                c: &Self::Cell,
+                mut until: impl FnMut(&$crate::pool::warm::WarmState) -> bool,
+                f: impl FnOnce(&mut $crate::pool::warm::WarmState) -> R,
+            ) -> R {
+                let mut st = c.0.lock().unwrap_or_else(|e| e.into_inner());
+                while !until(&st) {
+                    st = c.1.wait(st).unwrap_or_else(|e| e.into_inner());
+                }
+                f(&mut st)
+            }
         }
-        f(&mut st)
-    }
+    };
 }
+
+wait_kit!(
+    /// `std::sync`'s `Mutex` and `Condvar`.
+    pub StdWait,
+    std::sync
+);
 
 /// The warming thread's handshake with the writer that nudges it.
 pub struct Handshake<K: WaitKit = StdWait> {
