@@ -134,6 +134,10 @@ fn usage_errors_exit_64() {
             .code(),
         Some(64)
     );
+    // No recovery trial at all is refused before any cluster starts.
+    let o = ferrite(&["bench", "raft", "cluster", "--recovery-trials", "0"]);
+    assert_eq!(o.status.code(), Some(64));
+    assert!(stderr(&o).contains("--recovery-trials"), "{}", stderr(&o));
     assert_eq!(ferrite(&["--help"]).status.code(), Some(0));
 }
 

@@ -297,16 +297,15 @@ fn recovery_trial(
     store: &str,
     p: &mut Procs,
     leader: usize,
-    trial: usize,
+    (trial, of): (usize, usize),
 ) -> Result<Trial> {
     let addr = p.addr(leader);
     let f = (leader + 1) % 3;
     p.stop(f)?;
     let before = leader_applied(p, leader)?;
     eprintln!(
-        "raft bench: {store}: replica {} stopped (trial {trial} of {}); {} writes of {} bytes",
+        "raft bench: {store}: replica {} stopped (trial {trial} of {of}); {} writes of {} bytes",
         f + 1,
-        o.recovery_trials.max(1),
         o.recovery_writes,
         o.recovery_value
     );
@@ -424,7 +423,7 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
     // is the result: one recovery is ~0.1 s and varies by tens of ms between
     // trials on this machine; every trial's time is reported beside it.
     let n = o.recovery_trials.max(1);
-    let mut trials = vec![recovery_trial(o, store, &mut p, leader, 1)?];
+    let mut trials = vec![recovery_trial(o, store, &mut p, leader, (1, n))?];
     let mut leader = leader;
     for t in 2..=n {
         drop(p);
@@ -432,7 +431,7 @@ fn one_store(o: &ClusterOpts, store: &str, lat: &mut Report, rec: &mut Report) -
         p = Procs::start(&o.exe, store, 3, &dir, o.port, &o.serve_args)?;
         leader = p.wait_leader(Duration::from_secs(30))?;
         preload(p.addr(leader), o.keys, o.clients.max(1))?;
-        trials.push(recovery_trial(o, store, &mut p, leader, t)?);
+        trials.push(recovery_trial(o, store, &mut p, leader, (t, n))?);
     }
     let f = (leader + 1) % 3;
     let all = trials

@@ -41,7 +41,7 @@ pub struct RaftBenchArgs {
     /// one on a fresh cluster with the same preload; the median is the
     /// result, and every trial's time is reported beside it [default: 5;
     /// 1 with --quick]
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub recovery_trials: Option<usize>,
     /// Client port of replica 1 (peers use PORT+10000…)
     #[arg(long, default_value_t = 7380)]
@@ -131,7 +131,7 @@ pub fn run(a: RaftBenchArgs) -> Result<i32> {
         clients: a.clients,
         recovery_writes: if q { 1_500 } else { a.recovery_writes },
         recovery_value: a.recovery_value,
-        recovery_trials: a.recovery_trials.unwrap_or(if q { 1 } else { 5 }).max(1),
+        recovery_trials: a.recovery_trials.unwrap_or(if q { 1 } else { 5 }),
         serve_args: a
             .serve_args
             .split_whitespace()
