@@ -118,7 +118,19 @@ fn a_lagging_replica_catches_up_by_snapshot() {
                 "the leader purges its log",
             ))
             .unwrap_or_else(|e| panic!("{kind}: {e}"));
-        let applied = m.last_applied.unwrap().index;
+        // The leader's store, not the metrics: metrics are published
+        // asynchronously and may not show the last acknowledged writes yet
+        // (waiting for a stale index let the check read before the lagger
+        // applied them).
+        let applied = c
+            .server(leader)
+            .node()
+            .replica
+            .status()
+            .applied
+            .unwrap()
+            .index;
+        assert!(applied >= m.last_applied.unwrap().index);
         c.restart(lagger);
         c.wait_applied(lagger, applied);
         let node = c.server(lagger).node();
