@@ -5,6 +5,19 @@
 //! one request frame and reads one reply frame within the call's time limit;
 //! a connection that failed in any way is dropped, never reused. A snapshot
 //! goes over a connection of its own as a stream of chunk frames.
+//!
+//! A replica that starts announces itself: it opens a connection to every
+//! peer (the handshake names it), and a peer's acceptor records the arrival
+//! ([`PeerPool::arrived`]). A call that finds its target refusing connections
+//! waits for that target's arrival before it gives up ([`PeerPool::reach`]):
+//! a log append within half its time limit; a snapshot, after letting its
+//! data go, as long as [`SNAPSHOT_WAIT`] (probing every [`PROBE`] in case the
+//! announcement was lost), and then it fails at once so that openraft sends
+//! the snapshot current by then.
+//! Without it, a restarted replica waited for the end of openraft's backoff
+//! after the last refused call (up to 20 ms, 10 on average) before the
+//! leader tried again, and a replica that is down drew a refused call and a
+//! warning every 20 ms.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -24,6 +37,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, RPCTypes, Snapshot};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::proto::{read_frame, write_frame, write_records_frame, FrameError, PeerMsg};
 
@@ -38,6 +52,10 @@ pub enum CallError {
     },
     #[error("no reply from {0} in time")]
     Timeout(String),
+    /// A replica that refused connections is back (the call's data, a
+    /// snapshot, is sent anew: it may be outdated by then).
+    #[error("{0} is reachable again")]
+    Returned(String),
     #[error("{addr}: {source}")]
     Frame {
         addr: String,
@@ -76,7 +94,18 @@ pub struct PeerPool {
     /// This replica's id and the cluster secret, for the handshake.
     id: u64,
     secret: Vec<u8>,
+    /// Counts of the announcements each peer (by id) made ([`PeerPool::arrived`]).
+    arrivals: Mutex<HashMap<u64, watch::Sender<u64>>>,
 }
+
+/// How long a snapshot waits for a target that refuses connections to
+/// announce itself before the call fails (openraft then backs off and calls
+/// again); the replication's cancellation ends the wait sooner.
+pub const SNAPSHOT_WAIT: Duration = Duration::from_secs(2);
+/// How often a call that waits for an announcement tries to connect anyway
+/// (an announcement can be lost: the announcing replica's connection may
+/// fail).
+pub const PROBE: Duration = Duration::from_millis(100);
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 /// The cluster-secret handshake on a new connection (two round trips; the
@@ -92,7 +121,90 @@ impl PeerPool {
             max_frame,
             id,
             secret,
+            arrivals: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A receiver of replica `peer`'s announcements ([`PeerPool::reach`]
+    /// waits on it; one kept across calls also sees the announcements made
+    /// between them).
+    pub fn arrivals_of(&self, peer: u64) -> watch::Receiver<u64> {
+        self.arrivals
+            .lock()
+            .unwrap()
+            .entry(peer)
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Records that replica `peer` announced itself (a connection from it
+    /// passed the handshake): calls waiting for it try again at once.
+    pub fn arrived(&self, peer: u64) {
+        self.arrivals
+            .lock()
+            .unwrap()
+            .entry(peer)
+            .or_insert_with(|| watch::channel(0).0)
+            .send_modify(|n| *n += 1);
+    }
+
+    /// How many times replica `peer` has announced itself to this one.
+    pub fn arrivals(&self, peer: u64) -> u64 {
+        *self.arrivals_of(peer).borrow()
+    }
+
+    /// A connection to `addr`. If it refuses connections (the replica there
+    /// is down or starting), tries again whenever that replica announces
+    /// itself (`arrivals`, from [`PeerPool::arrivals_of`]; an announcement
+    /// it has not seen yet counts at once), every `probe` (None: only then),
+    /// and once more at the end of `wait`; the last refusal is the error.
+    /// Each refusal is recorded ([`PeerPool::contact`]).
+    pub async fn reach(
+        &self,
+        arrivals: &mut watch::Receiver<u64>,
+        addr: &str,
+        wait: Duration,
+        probe: Option<Duration>,
+    ) -> Result<TcpStream, CallError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let err = match self.connect(addr).await {
+                Err(e @ CallError::Unreachable { .. }) => e,
+                r => return r,
+            };
+            self.note_error(addr, &err);
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                return Err(err);
+            }
+            let until = probe.map_or(deadline, |p| deadline.min(now + p));
+            tokio::select! {
+                r = arrivals.changed() => {
+                    if r.is_err() {
+                        return Err(err);
+                    }
+                }
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    /// Announces this replica to each of `peers` (id → address): opens a
+    /// connection to each (the handshake names this replica; the peer's
+    /// acceptor records it) and keeps it for later calls. A peer that cannot
+    /// be reached is skipped.
+    pub async fn announce(self: &Arc<Self>, peers: &BTreeMap<u64, String>) {
+        let mut set = tokio::task::JoinSet::new();
+        for addr in peers.values() {
+            let (pool, addr) = (self.clone(), addr.clone());
+            set.spawn(async move {
+                match pool.connect(&addr).await {
+                    Ok(c) => pool.put_back(&addr, c),
+                    Err(e) => tracing::debug!("replica {}: announcing to {addr}: {e}", pool.id),
+                }
+            });
+        }
+        while set.join_next().await.is_some() {}
     }
 
     pub fn max_frame(&self) -> usize {
@@ -143,7 +255,7 @@ impl PeerPool {
         Ok(s)
     }
 
-    fn put_back(&self, addr: &str, c: TcpStream) {
+    pub(crate) fn put_back(&self, addr: &str, c: TcpStream) {
         let mut idle = self.idle.lock().unwrap();
         let v = idle.entry(addr.to_string()).or_default();
         if v.len() < MAX_IDLE {
@@ -170,6 +282,11 @@ impl PeerPool {
         }
     }
 
+    fn note_error(&self, addr: &str, err: &CallError) {
+        let mut c = self.contacts.lock().unwrap();
+        c.entry(addr.to_string()).or_default().last_error = Some((Instant::now(), err.to_string()));
+    }
+
     /// One request, one reply, within `ttl`.
     pub async fn call(
         &self,
@@ -177,19 +294,38 @@ impl PeerPool {
         msg: &PeerMsg,
         ttl: Duration,
     ) -> Result<PeerMsg, CallError> {
-        let r = self.call_once(addr, msg, ttl).await;
+        let r = self.call_once(None, addr, msg, ttl).await;
+        self.note(addr, &r);
+        r
+    }
+
+    /// One request to the replica at `addr`, one reply, within `ttl`; if
+    /// `addr` refuses connections, waits for the replica to announce itself
+    /// (`arrivals`) for up to half of `ttl` ([`PeerPool::reach`]).
+    pub async fn call_peer(
+        &self,
+        arrivals: &mut watch::Receiver<u64>,
+        addr: &str,
+        msg: &PeerMsg,
+        ttl: Duration,
+    ) -> Result<PeerMsg, CallError> {
+        let r = self.call_once(Some(arrivals), addr, msg, ttl).await;
         self.note(addr, &r);
         r
     }
 
     async fn call_once(
         &self,
+        arrivals: Option<&mut watch::Receiver<u64>>,
         addr: &str,
         msg: &PeerMsg,
         ttl: Duration,
     ) -> Result<PeerMsg, CallError> {
         let fut = async {
-            let mut c = self.connect(addr).await?;
+            let mut c = match arrivals {
+                Some(a) => self.reach(a, addr, ttl / 2, None).await?,
+                None => self.connect(addr).await?,
+            };
             let frame = |source| CallError::Frame {
                 addr: addr.to_string(),
                 source,
@@ -220,6 +356,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> PeerClient {
         PeerClient {
             target,
+            arrivals: self.pool.arrivals_of(target),
             addr: self
                 .peers
                 .get(&target)
@@ -233,6 +370,8 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
 /// openraft's client for one peer.
 pub struct PeerClient {
     target: u64,
+    /// The target's announcements ([`PeerPool::reach`]).
+    arrivals: watch::Receiver<u64>,
     addr: String,
     pool: Arc<PeerPool>,
 }
@@ -272,7 +411,12 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let ttl = option.hard_ttl();
         let r = self
             .pool
-            .call(&self.addr, &PeerMsg::AppendEntries(rpc), ttl)
+            .call_peer(
+                &mut self.arrivals,
+                &self.addr,
+                &PeerMsg::AppendEntries(rpc),
+                ttl,
+            )
             .await;
         match r.map_err(|e| self.rpc_err(e, RPCTypes::AppendEntries, ttl))? {
             PeerMsg::AppendEntriesReply(Ok(r)) => Ok(r),
@@ -316,8 +460,32 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let net = |e: CallError| StreamingError::Network(NetworkError::new(&e));
         let pool = self.pool.clone();
         let addr = self.addr.clone();
+        let arrivals = &mut self.arrivals;
         let send = async move {
-            let r = send_snapshot(&pool, &addr, vote, snapshot.meta, snapshot.snapshot).await;
+            let r = match pool.reach(arrivals, &addr, Duration::ZERO, None).await {
+                Ok(c) => {
+                    send_snapshot(&pool, c, &addr, vote, snapshot.meta, snapshot.snapshot).await
+                }
+                Err(e @ CallError::Unreachable { .. }) => {
+                    // Down or starting. The snapshot is let go at once (a
+                    // view pins the versions it needs and pauses the list's
+                    // clean-up), and the wait is for the replica's return:
+                    // then this call fails without backing off, and openraft
+                    // sends the snapshot current by then.
+                    drop(snapshot);
+                    match pool
+                        .reach(arrivals, &addr, SNAPSHOT_WAIT, Some(PROBE))
+                        .await
+                    {
+                        Ok(c) => {
+                            pool.put_back(&addr, c);
+                            return Err(CallError::Returned(addr));
+                        }
+                        Err(_) => Err(e),
+                    }
+                }
+                Err(e) => Err(e),
+            };
             pool.note(&addr, &r);
             r
         };
@@ -335,6 +503,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
 /// Streams a snapshot over a connection of its own.
 async fn send_snapshot(
     pool: &PeerPool,
+    mut c: TcpStream,
     addr: &str,
     vote: Vote,
     meta: SnapshotMeta,
@@ -342,7 +511,6 @@ async fn send_snapshot(
 ) -> Result<SnapshotResponse<u64>, CallError> {
     let t0 = std::time::Instant::now();
     let (mut chunks, mut items_out, mut bytes_out) = (0u64, 0u64, 0u64);
-    let mut c = pool.connect(addr).await?;
     let frame = |source| CallError::Frame {
         addr: addr.to_string(),
         source,

@@ -629,6 +629,12 @@ impl Bound {
         if node.replica.kind().is_pm() {
             tasks.push(tokio::spawn(keep_space(node.clone())));
         }
+        // Tell the peers this replica is up: a leader waiting to reach it
+        // (to send it a snapshot or entries) tries again at once.
+        {
+            let (pool, peers) = (node.pool.clone(), cfg.peers.clone());
+            tasks.push(tokio::spawn(async move { pool.announce(&peers).await }));
+        }
         // A new cluster: the replica with the smallest id proposes the
         // membership once (replicas that already hold a log skip this; a
         // replica that joins a running cluster never does).

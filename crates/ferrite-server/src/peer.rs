@@ -28,7 +28,7 @@ pub async fn accept(node: Arc<Node>, listener: TcpListener) {
                         let secret = n.cfg.cluster_secret.clone();
                         let shake = crate::auth::accept(&mut sock, &secret, n.cfg.limits.max_frame);
                         match tokio::time::timeout(HANDSHAKE_TIMEOUT, shake).await {
-                            Ok(Ok(_)) => {}
+                            Ok(Ok(id)) => n.pool.arrived(id),
                             Ok(Err(e)) => {
                                 tracing::error!("replica {}: refused a replica connection from {from}: {e}", n.id);
                                 return;

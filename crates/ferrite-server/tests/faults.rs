@@ -1,14 +1,17 @@
 //! Bad input on both ports, replicas stopped and restarted from their pools,
-//! a lagging replica brought back by snapshot.
+//! a lagging replica brought back by snapshot, a restarted replica
+//! announcing itself to a leader waiting to reach it.
 
 mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::Cluster;
 use ferrite_raft::StoreKind;
+use ferrite_server::network::PeerPool;
 use redis::Commands;
 
 fn raw(addr: std::net::SocketAddr) -> TcpStream {
@@ -152,6 +155,76 @@ fn a_lagging_replica_catches_up_by_snapshot() {
         }
         assert_eq!(node.replica.status().keys, 250, "{kind}");
     }
+}
+
+/// A restarted replica opens a connection to each peer as soon as it
+/// serves, so a leader waiting to reach it tries again at once.
+#[test]
+fn a_restarted_replica_announces_itself_to_its_peers() {
+    let mut c = Cluster::start(StoreKind::List, 3, "announce", |_| {});
+    let leader = c.wait_leader();
+    let f = (leader + 1) % 3;
+    let mut arrivals = c.server(leader).node().pool.arrivals_of(c.cfgs[f].id);
+    c.stop(f);
+    let before = *arrivals.borrow_and_update();
+    // The restarted replica does not campaign within the test and has no
+    // clients: nothing but its announcement opens a connection from it.
+    c.cfgs[f].raft.election_min = Duration::from_secs(600);
+    c.cfgs[f].raft.election_max = Duration::from_secs(1200);
+    c.restart(f);
+    c.rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(60), arrivals.changed()).await
+    })
+    .expect("the restarted replica announced itself to the leader")
+    .unwrap();
+    assert!(*arrivals.borrow() > before);
+}
+
+/// A call to a replica that refuses connections waits for it, and connects
+/// when the replica announces itself (here with no probing, and a wait far
+/// longer than the test: only the announcement can end it).
+#[test]
+fn a_call_waiting_for_a_refusing_replica_connects_when_it_is_announced() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = ferrite_chaos::cluster::free_port().unwrap();
+    let secret = b"announce-secret".to_vec();
+    rt.block_on(async {
+        let pool = Arc::new(PeerPool::new(1 << 20, 1, secret.clone()));
+        let mut arrivals = pool.arrivals_of(2);
+        let (p, a) = (pool.clone(), addr.to_string());
+        let call = tokio::spawn(async move {
+            p.reach(&mut arrivals, &a, Duration::from_secs(3600), None)
+                .await
+                .map(drop)
+        });
+        // Refused at least once (nothing listens there yet).
+        tokio::time::timeout(Duration::from_secs(60), async {
+            while pool.contact(&addr.to_string()).last_error.is_none() {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the call tried and was refused");
+        assert!(!call.is_finished());
+        let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            ferrite_server::auth::accept(&mut s, &secret, 1 << 20)
+                .await
+                .unwrap()
+        });
+        pool.arrived(2);
+        tokio::time::timeout(Duration::from_secs(60), call)
+            .await
+            .expect("the waiting call connects once the replica is announced")
+            .unwrap()
+            .expect("connected");
+        assert_eq!(server.await.unwrap(), 1, "the handshake named the caller");
+    });
 }
 
 #[test]
