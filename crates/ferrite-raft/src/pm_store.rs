@@ -648,7 +648,7 @@ struct View<M: PmMap> {
 
 impl<M: PmMap> SnapshotSource for View<M> {
     fn next_batch(&mut self, max_bytes: usize) -> Result<Option<Items>> {
-        match self.next_chunk(max_bytes)? {
+        match self.next_chunk(max_bytes, Vec::new())? {
             Some(Chunk::Records(b)) => Ok(Some(snapshot::records_to_items(&b, self.at)?)),
             Some(Chunk::Items(i)) => Ok(Some(i)),
             None => Ok(None),
@@ -657,13 +657,15 @@ impl<M: PmMap> SnapshotSource for View<M> {
 
     /// The map's own records of the state at the snapshot's index, copied as
     /// they are (see [`RaftCore::snapshot_records`]).
-    fn next_chunk(&mut self, max_bytes: usize) -> Result<Option<Chunk>> {
+    fn next_chunk(&mut self, max_bytes: usize, spare: Vec<u8>) -> Result<Option<Chunk>> {
+        let mut out = spare;
         loop {
             let Some(cursor) = self.cursor.take() else {
                 self.unpin();
                 return Ok(None);
             };
-            let mut out = Vec::with_capacity(max_bytes + max_bytes / 8);
+            out.clear();
+            out.reserve(max_bytes + max_bytes / 8);
             let next = self.store.read(|c| {
                 if c.generation() != self.generation {
                     return Err(StoreError::Invalid(
@@ -711,9 +713,9 @@ impl<M: PmMap> SnapshotSink for Sink<M> {
         self.at
     }
 
-    fn push_records(&mut self, bytes: Vec<u8>) -> Result<u64> {
+    fn push_records(&mut self, bytes: &[u8]) -> Result<u64> {
         let staged = self.staged.as_mut().expect("not finished");
-        let n = RaftCore::<M>::stage_records(staged, self.at, &bytes)?;
+        let n = RaftCore::<M>::stage_records(staged, self.at, bytes)?;
         self.items += n;
         Ok(n)
     }

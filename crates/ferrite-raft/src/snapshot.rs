@@ -67,7 +67,11 @@ pub trait SnapshotSource: Send + 'static {
     /// The next pairs, about `max_bytes` of them (None: the end).
     fn next_batch(&mut self, max_bytes: usize) -> Result<Option<Items>>;
     /// The next chunk for the network, about `max_bytes` (None: the end).
-    fn next_chunk(&mut self, max_bytes: usize) -> Result<Option<Chunk>> {
+    /// `spare` is a buffer a chunk of records may reuse (a sender hands
+    /// back the chunks it wrote, so a snapshot of tens of MB does not fault
+    /// in fresh pages for every chunk); it may be empty.
+    fn next_chunk(&mut self, max_bytes: usize, spare: Vec<u8>) -> Result<Option<Chunk>> {
+        drop(spare);
         Ok(self.next_batch(max_bytes)?.map(Chunk::Items))
     }
 }
@@ -78,8 +82,8 @@ pub trait SnapshotSink: Send + 'static {
     fn at(&self) -> u64;
     fn push(&mut self, items: Items) -> Result<()>;
     /// Receives a chunk of version records; returns how many it held.
-    fn push_records(&mut self, bytes: Vec<u8>) -> Result<u64> {
-        let items = records_to_items(&bytes, self.at())?;
+    fn push_records(&mut self, bytes: &[u8]) -> Result<u64> {
+        let items = records_to_items(bytes, self.at())?;
         let n = items.len() as u64;
         self.push(items)?;
         Ok(n)
@@ -121,10 +125,12 @@ impl SnapshotData {
         SnapshotData(Inner::Staged(Box::new(s)))
     }
 
-    /// The next chunk for the network (about `max_bytes`), None at the end.
-    pub fn next_chunk(&mut self, max_bytes: usize) -> Result<Option<Chunk>> {
+    /// The next chunk for the network (about `max_bytes`), None at the end;
+    /// a chunk of records may reuse `spare` (see
+    /// [`SnapshotSource::next_chunk`]).
+    pub fn next_chunk(&mut self, max_bytes: usize, spare: Vec<u8>) -> Result<Option<Chunk>> {
         match &mut self.0 {
-            Inner::Source(s) => s.next_chunk(max_bytes),
+            Inner::Source(s) => s.next_chunk(max_bytes, spare),
             _ => Ok(self.next_batch(max_bytes)?.map(Chunk::Items)),
         }
     }

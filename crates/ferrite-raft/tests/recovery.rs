@@ -388,7 +388,10 @@ fn a_snapshot_streams_the_state_at_its_index_and_installs_in_every_store() {
         );
         let mut data = snap.snapshot;
         let mut chunks = Vec::new();
-        while let Some(c) = data.next_chunk(1024).unwrap() {
+        while let Some(c) = data
+            .next_chunk(1024, b"a spare buffer still holding bytes".to_vec())
+            .unwrap()
+        {
             match c {
                 Chunk::Records(b) => chunks.push(b),
                 Chunk::Items(_) => panic!("{kind}: a PM store streams records"),
@@ -410,20 +413,20 @@ fn a_snapshot_streams_the_state_at_its_index_and_installs_in_every_store() {
             // Refused: a chunk cut short, a version after the index.
             let mut sink = r2.sink(&snap.meta).unwrap();
             let cut = chunks[0][..chunks[0].len() - 3].to_vec();
-            assert!(sink.push_records(cut).is_err(), "{kind} into {into}");
+            assert!(sink.push_records(&cut).is_err(), "{kind} into {into}");
             let mut late = Vec::new();
             ferrite_raft::map::record::push(
                 &mut late,
                 &ferrite_raft::keys::data_key(b"key1", 400),
                 &ferrite_raft::keys::version_value(b"x"),
             );
-            assert!(sink.push_records(late).is_err(), "{kind} into {into}");
+            assert!(sink.push_records(&late).is_err(), "{kind} into {into}");
             drop(sink);
             // Accepted: the whole stream.
             let mut sink = r2.sink(&snap.meta).unwrap();
             let mut n = 0;
             for c in &chunks {
-                n += sink.push_records(c.clone()).unwrap();
+                n += sink.push_records(c).unwrap();
             }
             assert_eq!(n, oracle.len() as u64, "{kind} into {into}");
             let staged = sink.finish().unwrap();

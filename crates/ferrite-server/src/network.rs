@@ -446,8 +446,23 @@ impl RaftNetwork<TypeConfig> for PeerClient {
     /// Retry an unreachable replica every 20 ms (openraft's default is 500
     /// ms): a replica that restarts is caught up as soon as it listens, and a
     /// refused connection on loopback costs next to nothing.
+    ///
+    /// Except after the replica announced itself: a call that failed then
+    /// (a snapshot call fails at once when its target is back, see
+    /// [`PeerPool::reach`]) is made again without waiting. openraft keeps a
+    /// backoff until a call succeeds, so without this a heartbeat refused
+    /// while the replica was down made the snapshot for its return wait
+    /// 20 ms.
     fn backoff(&self) -> Backoff {
-        Backoff::new(std::iter::repeat(Duration::from_millis(20)))
+        let mut arrivals = self.pool.arrivals_of(self.target);
+        Backoff::new(std::iter::repeat_with(move || {
+            if arrivals.has_changed().unwrap_or(false) {
+                arrivals.mark_unchanged();
+                Duration::ZERO
+            } else {
+                Duration::from_millis(20)
+            }
+        }))
     }
 
     async fn full_snapshot(
@@ -520,10 +535,26 @@ async fn send_snapshot(
         .await
         .map_err(|e| frame(FrameError::Io(e)))?;
     let chunk = (pool.max_frame() / 2).clamp(4096, 1 << 20);
-    loop {
-        let next = data
-            .next_chunk(chunk)
-            .map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
+    // The chunks are read on a thread of their own, one or two ahead of the
+    // socket: reading the next overlaps writing this one. If the stream
+    // fails, the reader stops at its next chunk and lets the snapshot go.
+    // Written chunks go back to the reader to be filled again.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+    let (back, spares) = std::sync::mpsc::channel::<Vec<u8>>();
+    let reader = tokio::task::spawn_blocking(move || {
+        let t = std::time::Instant::now();
+        loop {
+            let next = data.next_chunk(chunk, spares.try_recv().unwrap_or_default());
+            let end = !matches!(next, Ok(Some(_)));
+            if tx.blocking_send(next).is_err() || end {
+                break;
+            }
+        }
+        drop(data);
+        t.elapsed()
+    });
+    while let Some(next) = rx.recv().await {
+        let next = next.map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
         let Some(next) = next else { break };
         chunks += 1;
         let sent = match next {
@@ -534,21 +565,27 @@ async fn send_snapshot(
             Chunk::Records(bytes) => {
                 bytes_out += bytes.len() as u64;
                 // The records as they are: no copy into a frame.
-                write_records_frame(&mut c, &bytes).await
+                let r = write_records_frame(&mut c, &bytes).await;
+                let _ = back.send(bytes);
+                r
             }
         };
         sent.map_err(|e| frame(FrameError::Io(e)))?;
     }
-    drop(data);
+    drop(rx);
+    let reading = reader
+        .await
+        .map_err(|e| CallError::Protocol(format!("reading the snapshot: {e}")))?;
     write_frame(&mut c, &PeerMsg::SnapshotEnd)
         .await
         .map_err(|e| frame(FrameError::Io(e)))?;
     let sent = t0.elapsed();
     let reply = read_frame(&mut c, pool.max_frame()).await.map_err(frame)?;
     tracing::info!(
-        "snapshot {} to {addr}: {items_out} items and {bytes_out} bytes of records in {chunks} chunks sent in {:.1} ms, answered after {:.1} ms",
+        "snapshot {} to {addr}: {items_out} items and {bytes_out} bytes of records in {chunks} chunks sent in {:.1} ms (read from the store alongside in {:.1} ms), answered after {:.1} ms",
         snapshot_id,
         sent.as_secs_f64() * 1e3,
+        reading.as_secs_f64() * 1e3,
         t0.elapsed().as_secs_f64() * 1e3
     );
     match reply {

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
+use ferrite_raft::snapshot::Chunk;
 use ferrite_raft::SnapshotSink;
 use openraft::Snapshot;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::node::Node;
-use crate::proto::{read_frame, write_frame, FrameError, PeerMsg};
+use crate::proto::{read_frame, read_frame_into, write_frame, FrameError, PeerMsg};
 
 /// How long an opened replica connection may take to authenticate.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -100,47 +101,27 @@ async fn receive_snapshot(
 ) -> Result<Result<openraft::raft::SnapshotResponse<u64>, String>, FrameError> {
     let max = node.cfg.limits.max_frame;
     let t0 = std::time::Instant::now();
-    let (mut chunks, mut items_in) = (0u64, 0u64);
-    // Time spent staging (the rest of the receiving is waiting for frames).
-    let mut staging = std::time::Duration::ZERO;
-    let mut sink: Option<Box<dyn SnapshotSink>> = match node.replica.sink(&meta) {
+    let mut chunks = 0u64;
+    let sink = match node.replica.sink(&meta) {
         Ok(s) => Some(s),
         Err(e) => {
             tracing::error!("replica {}: cannot receive a snapshot: {e}", node.id);
             None
         }
     };
-    let mut failed: Option<String> = None;
+    // The chunks are staged on a thread of their own while the next ones
+    // are read from the socket. A chunk that cannot be staged ends the
+    // staging (the rest of the stream is read and dropped) and the snapshot
+    // is refused with the reason.
+    // Staged chunks come back to be read into again.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(2);
+    let (back, spares) = std::sync::mpsc::channel::<Vec<u8>>();
+    let stager = tokio::task::spawn_blocking(move || stage(sink, rx, back));
     loop {
-        match read_frame(sock, max).await? {
-            PeerMsg::SnapshotChunk(items) => {
-                chunks += 1;
-                items_in += items.len() as u64;
-                if let Some(s) = sink.as_mut() {
-                    let t = std::time::Instant::now();
-                    let r = s.push(items);
-                    staging += t.elapsed();
-                    if let Err(e) = r {
-                        failed = Some(e.to_string());
-                        sink = None;
-                    }
-                }
-            }
-            PeerMsg::SnapshotRecords(bytes) => {
-                chunks += 1;
-                if let Some(s) = sink.as_mut() {
-                    let t = std::time::Instant::now();
-                    let r = s.push_records(bytes);
-                    staging += t.elapsed();
-                    match r {
-                        Ok(n) => items_in += n,
-                        Err(e) => {
-                            failed = Some(e.to_string());
-                            sink = None;
-                        }
-                    }
-                }
-            }
+        let spare = spares.try_recv().unwrap_or_default();
+        let chunk = match read_frame_into(sock, max, spare).await? {
+            PeerMsg::SnapshotChunk(items) => Chunk::Items(items),
+            PeerMsg::SnapshotRecords(bytes) => Chunk::Records(bytes),
             PeerMsg::SnapshotEnd => break,
             other => {
                 return Err(FrameError::Decode(format!(
@@ -148,16 +129,19 @@ async fn receive_snapshot(
                     other.name()
                 )));
             }
-        }
+        };
+        chunks += 1;
+        // A stager that stopped has dropped its end: the chunk is dropped.
+        let _ = tx.send(chunk).await;
     }
-    let Some(sink) = sink else {
-        return Ok(Err(
-            failed.unwrap_or_else(|| "the snapshot could not be staged".into())
-        ));
+    drop(tx);
+    let (data, items_in, staging) = match stager.await {
+        Ok(r) => r,
+        Err(e) => return Ok(Err(format!("staging the snapshot: {e}"))),
     };
-    let data = match sink.finish() {
+    let data = match data {
         Ok(d) => d,
-        Err(e) => return Ok(Err(e.to_string())),
+        Err(e) => return Ok(Err(e)),
     };
     let staged = t0.elapsed();
     let snap = Snapshot {
@@ -177,4 +161,120 @@ async fn receive_snapshot(
         (t0.elapsed() - staged).as_secs_f64() * 1e3
     );
     Ok(r)
+}
+
+/// Stages a snapshot's chunks as they come; returns the staged snapshot (or
+/// why it could not be staged), the items it holds and the time spent
+/// staging (not waiting for chunks).
+fn stage(
+    mut sink: Option<Box<dyn SnapshotSink>>,
+    mut rx: tokio::sync::mpsc::Receiver<Chunk>,
+    back: std::sync::mpsc::Sender<Vec<u8>>,
+) -> (
+    Result<ferrite_raft::SnapshotData, String>,
+    u64,
+    std::time::Duration,
+) {
+    let mut busy = std::time::Duration::ZERO;
+    let mut items = 0u64;
+    let mut failed: Option<String> = None;
+    while let Some(chunk) = rx.blocking_recv() {
+        let Some(s) = sink.as_mut() else { break };
+        let t = std::time::Instant::now();
+        let r = match chunk {
+            Chunk::Items(batch) => {
+                let n = batch.len() as u64;
+                s.push(batch).map(|()| n)
+            }
+            Chunk::Records(bytes) => {
+                let r = s.push_records(&bytes);
+                let _ = back.send(bytes);
+                r
+            }
+        };
+        busy += t.elapsed();
+        match r {
+            Ok(n) => items += n,
+            Err(e) => {
+                failed = Some(e.to_string());
+                sink = None;
+            }
+        }
+    }
+    let data = match sink {
+        Some(s) => s.finish().map_err(|e| e.to_string()),
+        None => Err(failed.unwrap_or_else(|| "the snapshot could not be staged".into())),
+    };
+    (data, items, busy)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_raft::snapshot::Items;
+    use ferrite_raft::{SnapshotData, StoreError};
+
+    /// A sink that takes `room` chunks and refuses the next, as a full pool
+    /// would.
+    struct Tight {
+        room: usize,
+        took: Vec<Vec<u8>>,
+    }
+
+    impl SnapshotSink for Tight {
+        fn at(&self) -> u64 {
+            7
+        }
+        fn push(&mut self, _: Items) -> ferrite_raft::Result<()> {
+            Ok(())
+        }
+        fn push_records(&mut self, bytes: &[u8]) -> ferrite_raft::Result<u64> {
+            if self.took.len() == self.room {
+                return Err(StoreError::Invalid("no room for the snapshot".into()));
+            }
+            self.took.push(bytes.to_vec());
+            Ok(1)
+        }
+        fn finish(self: Box<Self>) -> ferrite_raft::Result<SnapshotData> {
+            Ok(SnapshotData::from_items(Vec::new()))
+        }
+    }
+
+    fn run(room: usize, chunks: usize) -> (Result<SnapshotData, String>, u64, Vec<Vec<u8>>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let (back, spares) = std::sync::mpsc::channel();
+        let sink: Box<dyn SnapshotSink> = Box::new(Tight {
+            room,
+            took: Vec::new(),
+        });
+        let stager = std::thread::spawn(move || stage(Some(sink), rx, back));
+        // As the receiver does: a stager that stopped drops its end, and
+        // the rest of the stream is dropped without blocking.
+        for i in 0..chunks {
+            let _ = tx.blocking_send(Chunk::Records(vec![i as u8; 100]));
+        }
+        drop(tx);
+        let (data, items, _) = stager.join().unwrap();
+        (data, items, spares.try_iter().collect())
+    }
+
+    #[test]
+    fn the_stager_stages_every_chunk_and_hands_the_buffers_back() {
+        let (data, items, spares) = run(usize::MAX, 10);
+        assert!(data.is_ok());
+        assert_eq!(items, 10);
+        assert_eq!(
+            spares.len(),
+            10,
+            "every staged chunk comes back to be reused"
+        );
+    }
+
+    #[test]
+    fn a_chunk_that_cannot_be_staged_refuses_the_snapshot_with_the_reason() {
+        let (data, items, _) = run(3, 10);
+        assert_eq!(items, 3);
+        let e = data.expect_err("the snapshot is refused");
+        assert!(e.contains("no room for the snapshot"), "{e}");
+    }
 }

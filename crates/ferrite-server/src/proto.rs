@@ -142,6 +142,17 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     r: &mut R,
     max: usize,
 ) -> Result<PeerMsg, FrameError> {
+    read_frame_into(r, max, Vec::new()).await
+}
+
+/// Reads one frame as [`read_frame`] does; a snapshot's records go into
+/// `spare` (cleared first), so a receiver that hands its staged chunks back
+/// does not fault in fresh pages for every one.
+pub async fn read_frame_into<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max: usize,
+    spare: Vec<u8>,
+) -> Result<PeerMsg, FrameError> {
     let mut len = [0u8; 4];
     match r.read_exact(&mut len).await {
         Ok(_) => {}
@@ -164,11 +175,15 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     if head[0] != VERSION {
         return Err(FrameError::Version(head[0]));
     }
-    let (buf, at) = match records_payload(&head[1..h], len - 1) {
-        Some(at) => (Vec::with_capacity(len - 1 - at), 1 + at),
+    let (mut buf, at) = match records_payload(&head[1..h], len - 1) {
+        Some(at) => {
+            let mut b = spare;
+            b.clear();
+            b.reserve(len - 1 - at);
+            (b, 1 + at)
+        }
         None => (Vec::with_capacity(len), 0),
     };
-    let mut buf = buf;
     buf.extend_from_slice(&head[at..h]);
     let rest = (len - h) as u64;
     if (&mut *r).take(rest).read_to_end(&mut buf).await? as u64 != rest {
