@@ -70,8 +70,7 @@ pub trait SnapshotSource: Send + 'static {
     /// `spare` is a buffer a chunk of records may reuse (a sender hands
     /// back the chunks it wrote, so a snapshot of tens of MB does not fault
     /// in fresh pages for every chunk); it may be empty.
-    fn next_chunk(&mut self, max_bytes: usize, spare: Vec<u8>) -> Result<Option<Chunk>> {
-        drop(spare);
+    fn next_chunk(&mut self, max_bytes: usize, _spare: Vec<u8>) -> Result<Option<Chunk>> {
         Ok(self.next_batch(max_bytes)?.map(Chunk::Items))
     }
 }

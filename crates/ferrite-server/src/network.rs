@@ -129,28 +129,18 @@ impl PeerPool {
     /// waits on it; one kept across calls also sees the announcements made
     /// between them).
     pub fn arrivals_of(&self, peer: u64) -> watch::Receiver<u64> {
-        self.arrivals
-            .lock()
-            .unwrap()
-            .entry(peer)
-            .or_insert_with(|| watch::channel(0).0)
-            .subscribe()
+        self.with_arrivals(peer, |s| s.subscribe())
     }
 
     /// Records that replica `peer` announced itself (a connection from it
     /// passed the handshake): calls waiting for it try again at once.
     pub fn arrived(&self, peer: u64) {
-        self.arrivals
-            .lock()
-            .unwrap()
-            .entry(peer)
-            .or_insert_with(|| watch::channel(0).0)
-            .send_modify(|n| *n += 1);
+        self.with_arrivals(peer, |s| s.send_modify(|n| *n += 1));
     }
 
-    /// How many times replica `peer` has announced itself to this one.
-    pub fn arrivals(&self, peer: u64) -> u64 {
-        *self.arrivals_of(peer).borrow()
+    fn with_arrivals<T>(&self, peer: u64, f: impl FnOnce(&watch::Sender<u64>) -> T) -> T {
+        let mut a = self.arrivals.lock().unwrap();
+        f(a.entry(peer).or_insert_with(|| watch::channel(0).0))
     }
 
     /// A connection to `addr`. If it refuses connections (the replica there
@@ -274,11 +264,12 @@ impl PeerPool {
     }
 
     fn note<T>(&self, addr: &str, r: &Result<T, CallError>) {
-        let mut c = self.contacts.lock().unwrap();
-        let e = c.entry(addr.to_string()).or_default();
         match r {
-            Ok(_) => e.last_ok = Some(Instant::now()),
-            Err(err) => e.last_error = Some((Instant::now(), err.to_string())),
+            Ok(_) => {
+                let mut c = self.contacts.lock().unwrap();
+                c.entry(addr.to_string()).or_default().last_ok = Some(Instant::now());
+            }
+            Err(err) => self.note_error(addr, err),
         }
     }
 
@@ -477,7 +468,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         let addr = self.addr.clone();
         let arrivals = &mut self.arrivals;
         let send = async move {
-            let r = match pool.reach(arrivals, &addr, Duration::ZERO, None).await {
+            let r = match pool.connect(&addr).await {
                 Ok(c) => {
                     send_snapshot(&pool, c, &addr, vote, snapshot.meta, snapshot.snapshot).await
                 }
