@@ -460,3 +460,60 @@ fn a_snapshot_streams_the_state_at_its_index_and_installs_in_every_store() {
         }
     }
 }
+
+/// A snapshot larger than the receiving replica's pool: staging it fails
+/// with the pool's own "full" error (a real full pool, no injected fault),
+/// the staging is discarded (one left behind keeps the pool open: the reopen
+/// below is refused, checked by hand), and the replica keeps its state,
+/// takes writes and reopens.
+#[test]
+fn a_snapshot_that_does_not_fit_is_refused_and_the_old_state_stays() {
+    let src = tmp(Path::new("/dev/shm"), "big-src");
+    let mut cfg = StoreConfig::new(StoreKind::List, &src.0);
+    cfg.pool_size = 64 << 20;
+    let r = Replica::open(&cfg).unwrap();
+    // About 9 MB of state: 3,000 keys of 3,000 bytes.
+    apply_all(
+        &r,
+        (0..3000u64)
+            .map(|i| set(i, &format!("big{i}"), &vec![i as u8; 3000]))
+            .collect(),
+    );
+    let Replica::List(s) = &r else { unreachable!() };
+    let snap = snapshot_of(s);
+    let mut data = snap.snapshot;
+    let mut chunks = Vec::new();
+    while let Some(c) = data.next_chunk(1 << 20, Vec::new()).unwrap() {
+        match c {
+            ferrite_raft::snapshot::Chunk::Records(b) => chunks.push(b),
+            ferrite_raft::snapshot::Chunk::Items(_) => panic!("a PM store streams records"),
+        }
+    }
+    for kind in [StoreKind::List, StoreKind::BTree] {
+        let t = tmp(Path::new("/dev/shm"), &format!("small-{kind}"));
+        let mut cfg2 = StoreConfig::new(kind, &t.0);
+        cfg2.pool_size = 4 << 20;
+        let r2 = Replica::open(&cfg2).unwrap();
+        write(&r2, 0, 10, 100).unwrap();
+        let before = r2.get(b"k3").unwrap();
+        assert!(before.is_some());
+        let used = r2.space().used;
+        let mut sink = r2.sink(&snap.meta).unwrap();
+        let err = chunks
+            .iter()
+            .find_map(|c| sink.push_records(c).err())
+            .unwrap_or_else(|| panic!("{kind}: 9 MB staged into a 4 MiB pool"));
+        assert!(err.to_string().contains("full"), "{kind}: {err}");
+        drop(sink);
+        assert_eq!(
+            r2.space().used,
+            used,
+            "{kind}: the store holds what it held"
+        );
+        assert_eq!(r2.get(b"k3").unwrap(), before, "{kind}");
+        write(&r2, 10, 10, 100).unwrap_or_else(|e| panic!("{kind}: a write after: {e}"));
+        drop(r2);
+        let r2 = Replica::open(&cfg2).unwrap();
+        assert_eq!(r2.get(b"k13").unwrap(), Some(vec![13u8; 100]), "{kind}");
+    }
+}
