@@ -41,10 +41,11 @@ use ferrite_pm::{store_u64, Heap, Marker, ObjectId, PmError, Pool};
 
 use ferrite_pm::tripwire::{armed, Tripwire};
 
-use super::list_index::{Index, Loc, Rec};
+use super::list_index::{Index, Latest, Loc, Rec};
 use super::record::{self, HDR as REC_HDR, KIND_DEL, KIND_PUT};
 use super::{coalesce, MapStats, PmMap};
 use crate::error::{Result, StoreError};
+use crate::keys;
 
 /// Type name of the list object in the pool's directory.
 pub const LIST_TYPE: &str = "ferrite.raft.list";
@@ -210,63 +211,13 @@ impl ListMap {
         // (they stay in PM, the index only points at them), which keeps the
         // start-up time proportional to the number of records, not bytes.
         //
-        // The records' keys are copied into one arena; `Index::rebuild`
+        // The records' keys are copied into one arena; `Index::rebuild_parts`
         // sorts them (the version keys in a background thread, see
         // `map/list_index.rs`). Every record is read and checked here, so a
         // corrupt list fails the open.
-        let mut arena: Vec<u8> = Vec::new();
-        // (key offset in the arena, key length, record; None: a deletion)
-        let mut recs: Vec<Rec> = Vec::new();
-        // Pages are a chain of scattered blocks: start loading a few pages
-        // ahead (with values larger than a page, a page holds one record and
-        // each header is a cache miss).
-        const AHEAD: usize = 8;
-        for i in 0..self.pages.len() {
-            if let Some(q) = self.pages.get(i + AHEAD) {
-                if let Ok(s) = self.pool.slice(q.off, PAGE_HDR as usize + REC_HDR as usize) {
-                    s.prefetch();
-                }
-            }
-            let p = self.pages[i];
-            let used = p.used as usize;
-            let mut at = PAGE_HDR as usize;
-            while at < used {
-                let bad = |d: &str| {
-                    StoreError::corrupt(&self.name, format!("page {:#x}+{at}: {d}", p.off))
-                };
-                if at + REC_HDR as usize > used {
-                    return Err(bad("record header beyond the page's end"));
-                }
-                let h = self.pool.slice(p.off + at as u64, REC_HDR as usize)?;
-                let lens = h.read_u64(0)?;
-                let klen = lens as u32 as usize;
-                let vlen = (lens >> 32) as usize;
-                let kind = h.read_u64(8)? as u8;
-                let size = record::size(klen, vlen) as usize;
-                if at + size > used {
-                    return Err(bad("record beyond the page's end"));
-                }
-                if arena.len() + klen > u32::MAX as usize {
-                    return Err(bad("keys of more than 4 GiB in all"));
-                }
-                let koff = arena.len() as u32;
-                self.pool
-                    .slice(p.off + at as u64 + REC_HDR, klen)?
-                    .append_to(&mut arena);
-                let loc = Loc {
-                    off: p.off + at as u64,
-                    size: size as u32,
-                };
-                self.record_bytes += size as u64;
-                match kind {
-                    KIND_PUT => recs.push((koff, klen as u32, Some(loc))),
-                    KIND_DEL if vlen == 0 => recs.push((koff, klen as u32, None)),
-                    _ => return Err(bad(&format!("record kind {kind} with {vlen}-byte value"))),
-                }
-                at += size;
-            }
-        }
-        self.index = Index::rebuild(arena, recs, background);
+        let scan = scan_pages(&self.pool, &self.name, self.pages.make_contiguous())?;
+        self.record_bytes += scan.bytes;
+        self.index = Index::rebuild_parts(scan.arena, scan.data, scan.early, background);
         Ok(())
     }
 
@@ -443,6 +394,79 @@ impl ListMap {
         }
         Ok(())
     }
+}
+
+/// What reading a list's pages found: the version records (their keys in
+/// one arena, list order) and the other keys' records replayed.
+struct Scan {
+    arena: Vec<u8>,
+    data: Vec<Rec>,
+    early: Latest,
+    /// Bytes of the records read.
+    bytes: u64,
+}
+
+/// Reads every record of `pages` (in order), checking each.
+fn scan_pages(pool: &Pool, name: &str, pages: &[Page]) -> Result<Scan> {
+    let mut out = Scan {
+        arena: Vec::new(),
+        data: Vec::new(),
+        early: Latest::default(),
+        bytes: 0,
+    };
+    // Pages are a chain of scattered blocks: start loading a few pages
+    // ahead (with values larger than a page, a page holds one record and
+    // each header is a cache miss).
+    const AHEAD: usize = 8;
+    let mut key_buf = Vec::new();
+    for (i, &p) in pages.iter().enumerate() {
+        if let Some(q) = pages.get(i + AHEAD) {
+            if let Ok(s) = pool.slice(q.off, PAGE_HDR as usize + REC_HDR as usize) {
+                s.prefetch();
+            }
+        }
+        let used = p.used as usize;
+        let mut at = PAGE_HDR as usize;
+        while at < used {
+            let bad = |d: &str| StoreError::corrupt(name, format!("page {:#x}+{at}: {d}", p.off));
+            if at + REC_HDR as usize > used {
+                return Err(bad("record header beyond the page's end"));
+            }
+            let h = pool.slice(p.off + at as u64, REC_HDR as usize)?;
+            let lens = h.read_u64(0)?;
+            let klen = lens as u32 as usize;
+            let vlen = (lens >> 32) as usize;
+            let kind = h.read_u64(8)? as u8;
+            let size = record::size(klen, vlen) as usize;
+            if at + size > used {
+                return Err(bad("record beyond the page's end"));
+            }
+            let key = pool.slice(p.off + at as u64 + REC_HDR, klen)?;
+            let loc = match kind {
+                KIND_PUT => Some(Loc {
+                    off: p.off + at as u64,
+                    size: size as u32,
+                }),
+                KIND_DEL if vlen == 0 => None,
+                _ => return Err(bad(&format!("record kind {kind} with {vlen}-byte value"))),
+            };
+            out.bytes += size as u64;
+            key_buf.clear();
+            key.append_to(&mut key_buf);
+            if key_buf.first() == Some(&keys::DATA) {
+                if out.arena.len() + klen > u32::MAX as usize {
+                    return Err(bad("keys of more than 4 GiB in all"));
+                }
+                let koff = out.arena.len() as u32;
+                out.arena.extend_from_slice(&key_buf);
+                out.data.push((koff, klen as u32, loc));
+            } else {
+                out.early.record(&key_buf, loc);
+            }
+            at += size;
+        }
+    }
+    Ok(out)
 }
 
 /// Walks the page chain from `head` to the page holding `end`, marking pages.
