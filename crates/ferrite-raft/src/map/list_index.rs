@@ -72,6 +72,7 @@ struct Pending {
     handle: Mutex<Option<JoinHandle<Option<Built>>>>,
     built: OnceLock<Built>,
     cancel: Arc<AtomicBool>,
+    prio: Arc<Mutex<Prio>>,
 }
 
 impl Pending {
@@ -80,7 +81,13 @@ impl Pending {
     /// here and now.
     fn get(&self) -> &Built {
         self.built.get_or_init(|| {
-            let h = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let mut h = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if h.as_ref().is_some_and(|t| !t.is_finished()) && !Prio::boost(&self.prio) {
+                // The thread stays at the idle policy: it is told to stop
+                // and left to end on its own; the index is built here.
+                self.cancel.store(true, Ordering::Relaxed);
+                h = None;
+            }
             match h.map(JoinHandle::join) {
                 Some(Ok(Some(b))) => b,
                 // The build panicked: a bug, reported where it is needed.
@@ -195,7 +202,8 @@ impl Index {
         }
         let input: Input = Arc::new((arena, data));
         let cancel = Arc::new(AtomicBool::new(false));
-        let (i, c) = (input.clone(), cancel.clone());
+        let prio = Arc::new(Mutex::new(Prio::default()));
+        let (i, c, pr) = (input.clone(), cancel.clone(), prio.clone());
         // Without a thread (too few records, or `Err`) `Pending::get` builds
         // it: at once below, or at the first use.
         let handle = threaded
@@ -203,8 +211,10 @@ impl Index {
                 std::thread::Builder::new()
                     .name("ferrite-list-index".into())
                     .spawn(move || {
-                        yield_to_foreground();
-                        build(&i.0, &i.1, Some(&c))
+                        Prio::lower(&pr);
+                        let b = build(&i.0, &i.1, Some(&c));
+                        Prio::done(&pr);
+                        b
                     })
                     .ok()
             })
@@ -215,6 +225,7 @@ impl Index {
             handle: Mutex::new(handle),
             built: OnceLock::new(),
             cancel,
+            prio,
         });
         if !threaded {
             ix.settle();
@@ -458,17 +469,71 @@ fn nonempty(lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     }
 }
 
-/// Lowers the calling thread's scheduling priority (nice 10): the
-/// background build takes what CPU the replica's foreground work leaves —
-/// serving, and on a replica that is behind, receiving the snapshot that
-/// makes the build moot (it is stopped then). Alone on a core it runs as
-/// fast as before. (On Linux the nice value is per thread.)
-fn yield_to_foreground() {
-    // SAFETY: gettid and setpriority take plain integers and have no memory
-    // effects; a failure leaves the priority as it was, which is harmless.
-    unsafe {
-        let tid = libc::gettid() as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, tid, 10);
+/// The background build thread's scheduling, shared with the index that
+/// may need to raise it ([`Prio::boost`]).
+#[derive(Default)]
+struct Prio {
+    /// The build thread's id while it runs at the idle policy (0: not yet,
+    /// or no longer).
+    tid: libc::pid_t,
+    /// A use of the index waits for the build: the thread must not (or no
+    /// longer) run at the idle policy.
+    boosted: bool,
+}
+
+impl Prio {
+    /// Called first by the build thread: runs it at `SCHED_IDLE` — only
+    /// when no other thread of the machine wants the CPU — unless the
+    /// index is already waited for. A replica's open leaves most of its
+    /// versions to this build, and on a replica that is behind, the
+    /// snapshot it receives next makes the build moot: under nice 10 (the
+    /// policy before) a stale replica's build still took 62 of the
+    /// profile's samples during the snapshot's transfer, on a 2-core
+    /// machine whose receiving, staging and warming threads wanted them.
+    /// Alone on a core it runs as fast as ever. Refused (no permission):
+    /// nice 10, as before.
+    fn lower(me: &Mutex<Prio>) {
+        let mut p = me.lock().unwrap_or_else(|e| e.into_inner());
+        if p.boosted {
+            return;
+        }
+        // SAFETY: gettid, sched_setscheduler and setpriority take plain
+        // integers and a pointer to a live local; they have no memory
+        // effects, and a failure leaves the policy as it was.
+        unsafe {
+            let tid = libc::gettid();
+            let param = libc::sched_param { sched_priority: 0 };
+            if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) == 0 {
+                p.tid = tid;
+            } else {
+                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 10);
+            }
+        }
+    }
+
+    /// Called last by the build thread (its id may be reused after it).
+    fn done(me: &Mutex<Prio>) {
+        me.lock().unwrap_or_else(|e| e.into_inner()).tid = 0;
+    }
+
+    /// A use of the index waits for the build: returns the thread to the
+    /// normal policy, so a loaded machine cannot starve the wait. False
+    /// when that was refused (an unprivileged process cannot leave
+    /// `SCHED_IDLE`): the caller then builds the index itself.
+    fn boost(me: &Mutex<Prio>) -> bool {
+        let mut p = me.lock().unwrap_or_else(|e| e.into_inner());
+        p.boosted = true;
+        if p.tid == 0 {
+            return true;
+        }
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: as in `lower`; `tid` is a live thread of this process
+        // (it clears it under this lock before it ends).
+        let ok = unsafe { libc::sched_setscheduler(p.tid, libc::SCHED_OTHER, &param) } == 0;
+        if ok {
+            p.tid = 0;
+        }
+        ok
     }
 }
 
@@ -789,6 +854,48 @@ mod tests {
         );
         assert_eq!(ix.get(&keys[3]).map(|l| l.off), Some(3 * 64));
         assert!(built(&ix));
+    }
+
+    /// The build thread runs at `SCHED_IDLE` until a use waits for it; the
+    /// wait returns it to the normal policy (so a busy machine cannot starve
+    /// the wait), and a thread that has ended is never touched.
+    #[test]
+    fn a_waited_for_build_leaves_the_idle_policy() {
+        fn policy(tid: libc::pid_t) -> i32 {
+            // SAFETY: a plain query of a live thread of this process.
+            unsafe { libc::sched_getscheduler(tid) }
+        }
+        let prio = Arc::new(Mutex::new(Prio::default()));
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let p = prio.clone();
+        let t = std::thread::spawn(move || {
+            Prio::lower(&p);
+            // SAFETY: gettid has no memory effects.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            go_rx.recv().unwrap();
+            Prio::done(&p);
+        });
+        let tid = tid_rx.recv().unwrap();
+        assert_eq!(policy(tid), libc::SCHED_IDLE);
+        assert_eq!(prio.lock().unwrap().tid, tid);
+        assert!(Prio::boost(&prio), "root may leave SCHED_IDLE");
+        assert_eq!(policy(tid), libc::SCHED_OTHER);
+        assert_eq!(prio.lock().unwrap().tid, 0);
+        go_tx.send(()).unwrap();
+        t.join().unwrap();
+        // Boosted before the thread lowered itself: it stays normal.
+        let prio = Arc::new(Mutex::new(Prio::default()));
+        assert!(Prio::boost(&prio));
+        let p = prio.clone();
+        let pol = std::thread::spawn(move || {
+            Prio::lower(&p);
+            // SAFETY: gettid has no memory effects.
+            policy(unsafe { libc::gettid() })
+        })
+        .join()
+        .unwrap();
+        assert_eq!(pol, libc::SCHED_OTHER);
     }
 
     #[test]
