@@ -41,11 +41,10 @@ use ferrite_pm::{store_u64, Heap, Marker, ObjectId, PmError, Pool};
 
 use ferrite_pm::tripwire::{armed, Tripwire};
 
-use super::list_index::{Index, Latest, Loc, Rec};
+use super::list_index::{is_data, Index, Latest, Loc, Rec};
 use super::record::{self, HDR as REC_HDR, KIND_DEL, KIND_PUT};
 use super::{coalesce, MapStats, PmMap};
 use crate::error::{Result, StoreError};
-use crate::keys;
 
 /// Type name of the list object in the pool's directory.
 pub const LIST_TYPE: &str = "ferrite.raft.list";
@@ -418,7 +417,6 @@ fn scan_pages(pool: &Pool, name: &str, pages: &[Page]) -> Result<Scan> {
     // ahead (with values larger than a page, a page holds one record and
     // each header is a cache miss).
     const AHEAD: usize = 8;
-    let mut key_buf = Vec::new();
     for (i, &p) in pages.iter().enumerate() {
         if let Some(q) = pages.get(i + AHEAD) {
             if let Ok(s) = pool.slice(q.off, PAGE_HDR as usize + REC_HDR as usize) {
@@ -451,17 +449,18 @@ fn scan_pages(pool: &Pool, name: &str, pages: &[Page]) -> Result<Scan> {
                 _ => return Err(bad(&format!("record kind {kind} with {vlen}-byte value"))),
             };
             out.bytes += size as u64;
-            key_buf.clear();
-            key.append_to(&mut key_buf);
-            if key_buf.first() == Some(&keys::DATA) {
-                if out.arena.len() + klen > u32::MAX as usize {
-                    return Err(bad("keys of more than 4 GiB in all"));
-                }
-                let koff = out.arena.len() as u32;
-                out.arena.extend_from_slice(&key_buf);
-                out.data.push((koff, klen as u32, loc));
+            if out.arena.len() + klen > u32::MAX as usize {
+                return Err(bad("keys of more than 4 GiB in all"));
+            }
+            // Copied once, into the arena; a key outside the version space
+            // is replayed at once and its bytes given back.
+            let koff = out.arena.len();
+            key.append_to(&mut out.arena);
+            if is_data(&out.arena[koff..]) {
+                out.data.push((koff as u32, klen as u32, loc));
             } else {
-                out.early.record(&key_buf, loc);
+                out.early.record(&out.arena[koff..], loc);
+                out.arena.truncate(koff);
             }
             at += size;
         }

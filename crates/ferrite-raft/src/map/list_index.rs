@@ -40,7 +40,8 @@ pub(super) type Rec = (u32, u32, Option<Loc>);
 const DATA_LO: &[u8] = &[keys::DATA];
 const DATA_HI: &[u8] = &[keys::DATA + 1];
 
-fn is_data(key: &[u8]) -> bool {
+/// Whether `key` is in the version keys' space.
+pub(super) fn is_data(key: &[u8]) -> bool {
     key.first() == Some(&keys::DATA)
 }
 
@@ -612,7 +613,7 @@ fn build(arena: &[u8], recs: &[Rec], cancel: Option<&AtomicBool>) -> Option<Buil
     // Equal heads of keys of at most 32 bytes: the shorter key is a prefix
     // of the longer (the rest of which is zeros), so the lengths order them
     // and equal lengths mean equal keys — no key is fetched from the arena
-    // (the log's and the metadata's keys are 9 to 20 bytes, and a key the
+    // (a version key of a user key of up to 19 bytes fits, and a key the
     // list rewrote thousands of times ties thousands of times). Longer
     // keys compare whole.
     let same = |a: &([u64; 4], u32, u32), b: &([u64; 4], u32, u32)| {
