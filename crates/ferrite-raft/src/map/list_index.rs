@@ -899,6 +899,85 @@ mod tests {
         assert_eq!(pol, libc::SCHED_OTHER);
     }
 
+    /// Drops `CAP_SYS_NICE` from the calling thread's effective set
+    /// (capabilities are per thread): it then cannot move another thread
+    /// out of `SCHED_IDLE`, as an unprivileged process cannot.
+    fn drop_sys_nice() {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        const VERSION_3: u32 = 0x2008_0522;
+        const CAP_SYS_NICE: u32 = 23;
+        let mut h = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut d = [Data::default(); 2];
+        // SAFETY: capget and capset read and write the header and the two
+        // data words of version 3, which these locals are.
+        unsafe {
+            assert_eq!(libc::syscall(libc::SYS_capget, &mut h, d.as_mut_ptr()), 0);
+            d[0].effective &= !(1 << CAP_SYS_NICE);
+            assert_eq!(libc::syscall(libc::SYS_capset, &mut h, d.as_ptr()), 0);
+        }
+    }
+
+    /// Where the wait cannot raise the build thread (a real refusal: the
+    /// caller lacks `CAP_SYS_NICE` and `RLIMIT_NICE` is 0), the index is
+    /// built by the caller and is right; the thread is told to stop.
+    #[test]
+    fn a_build_that_cannot_be_raised_is_done_by_the_caller() {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a plain query of this process's limit into a local.
+        assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut lim) }, 0);
+        assert_eq!(lim.rlim_cur, 0, "RLIMIT_NICE 0, as on this machine");
+        std::thread::spawn(|| {
+            drop_sys_nice();
+            // The refusal itself.
+            let prio = Arc::new(Mutex::new(Prio::default()));
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let p = prio.clone();
+            let t = std::thread::spawn(move || {
+                Prio::lower(&p);
+                // SAFETY: gettid has no memory effects.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                go_rx.recv().unwrap();
+                Prio::done(&p);
+            });
+            let tid = tid_rx.recv().unwrap();
+            assert!(!Prio::boost(&prio), "refused without CAP_SYS_NICE");
+            // SAFETY: a plain query of a live thread of this process.
+            assert_eq!(unsafe { libc::sched_getscheduler(tid) }, libc::SCHED_IDLE);
+            go_tx.send(()).unwrap();
+            t.join().unwrap();
+            // An index whose build cannot be raised still answers right.
+            let keys: Vec<Vec<u8>> = (0..200_000u32)
+                .map(|i| [&[keys::DATA][..], &i.to_be_bytes()].concat())
+                .collect();
+            let mut ix = idx(&keys.iter().map(|k| &k[..]).collect::<Vec<_>>(), 1);
+            for k in keys.iter().step_by(9973) {
+                assert!(ix.get(k).is_some());
+            }
+            ix.settle();
+            assert_eq!(all(&ix).len(), keys.len());
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn a_stopped_build_is_done_by_its_first_use() {
         let keys: [&[u8]; 6] = [b"\x01b", b"\x00m", b"\x01a", b"\x01b", b"\x02", b"\x01c"];
