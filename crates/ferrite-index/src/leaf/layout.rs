@@ -52,6 +52,9 @@ pub const W_NEXT: usize = 7;
 pub const W_LOCK: usize = LINE_WORDS + 7;
 /// Word index of the pending-move word.
 pub const W_PENDING: usize = 2 * LINE_WORDS + 7;
+/// Word indexes of the scan-order hint (volatile, see [`encode_order`]):
+/// the extra words of lines 3 and 4.
+pub const W_ORDER: [usize; 2] = [3 * LINE_WORDS + 7, 4 * LINE_WORDS + 7];
 /// Word index of the magic.
 pub const W_MAGIC: usize = (LINES - 1) * LINE_WORDS + 7;
 
@@ -173,6 +176,53 @@ pub fn match_leaf(h: &[u64; LINES], fp: u8) -> u32 {
         }
         out
     }
+}
+
+/// The scan-order hint of a leaf: its valid slots in key order (5 bits per
+/// slot, 12 per word), so that a scan need not sort the leaf on every visit.
+/// It is volatile and never trusted: whoever reads it checks it against the
+/// entries it read ([`order_by_hint`]), so a stale, torn or garbage hint (a
+/// crash image, an old pool, two scans storing it at once) costs a sort,
+/// never a wrong answer. Scans store it, with plain stores, after sorting a
+/// leaf whose hint did not fit; nothing writes it back.
+pub fn encode_order(sorted: &[u128]) -> [u64; 2] {
+    let mut h = [0u64; 2];
+    for (i, &w) in sorted.iter().take(SLOTS).enumerate() {
+        h[i / 12] |= u64::from(w as u8 & 31) << (5 * (i % 12));
+    }
+    h
+}
+
+/// Writes the sort words `words[s]` of the slots in `mask` to `out` in the
+/// order the hint `h` gives, and returns true, if that order is the key
+/// order: the hint's first `n = popcount(mask)` entries name each slot of
+/// `mask` once, and their keys strictly increase. That order is then the
+/// sorted one whatever wrote the hint (n distinct slots of n, keys increasing).
+/// Returns false otherwise (`out` then holds garbage).
+#[inline]
+pub fn order_by_hint(
+    words: &[u128; SLOTS],
+    mask: u32,
+    h: [u64; 2],
+    out: &mut [u128; SLOTS],
+) -> bool {
+    let n = mask.count_ones() as usize;
+    let mut left = mask;
+    let mut prev = 0u128;
+    for (i, o) in out.iter_mut().enumerate().take(n) {
+        let s = ((h[i / 12] >> (5 * (i % 12))) & 31) as usize;
+        if s >= SLOTS || left & (1 << s) == 0 {
+            return false;
+        }
+        left &= !(1 << s);
+        let w = words[s];
+        if i > 0 && w >> 16 <= prev {
+            return false;
+        }
+        prev = w >> 16;
+        *o = w;
+    }
+    true
 }
 
 /// 1-byte fingerprint of a key (part of the persistent format: stable).
@@ -333,6 +383,24 @@ impl Leaf {
         crate::prefetch::lines(self.line_ptr(0) as usize, LEAF_SIZE);
     }
 
+    /// The scan-order hint (see [`encode_order`]); read inside a version
+    /// window like any word, and checked before use.
+    #[inline]
+    pub fn order_hint(&self) -> [u64; 2] {
+        [
+            self.w(W_ORDER[0]).load(Ordering::Relaxed),
+            self.w(W_ORDER[1]).load(Ordering::Relaxed),
+        ]
+    }
+
+    /// Stores the scan-order hint: plain stores, not written back, by a
+    /// reader that does not hold the lock (the hint is checked by every use).
+    #[inline]
+    pub fn set_order_hint(&self, h: [u64; 2]) {
+        self.w(W_ORDER[0]).store(h[0], Ordering::Relaxed);
+        self.w(W_ORDER[1]).store(h[1], Ordering::Relaxed);
+    }
+
     /// All line headers (independent loads, so their misses overlap).
     #[inline]
     pub fn hdrs(&self) -> [u64; LINES] {
@@ -388,6 +456,69 @@ mod tests {
         for fp in 0..=255u8 {
             let h = hdr_set(hdr_set(hdr_set(0, 0, 1, fp), 1, 2, fp ^ 1), 2, 3, fp ^ 0x80);
             assert_eq!(match_fp(h, fp), 1);
+        }
+    }
+}
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    fn word(kw: u64, slot: usize) -> u128 {
+        u128::from(kw) << 64 | 8 << 16 | 8 << 8 | slot as u128
+    }
+
+    #[test]
+    fn a_sorted_leafs_hint_orders_its_entries() {
+        let slots = [5usize, 0, 23, 7, 12];
+        let keys = [50u64, 10, 30, 20, 40];
+        let words: Vec<u128> = slots.iter().zip(keys).map(|(&s, k)| word(k, s)).collect();
+        let mut sorted = words.clone();
+        sorted.sort_unstable();
+        let h = encode_order(&sorted);
+        let (mut by_slot, mut mask) = ([0u128; SLOTS], 0u32);
+        for &w in &words {
+            by_slot[w as u8 as usize] = w;
+            mask |= 1 << (w as u8);
+        }
+        let mut out = [0u128; SLOTS];
+        assert!(order_by_hint(&by_slot, mask, h, &mut out));
+        assert_eq!(&out[..sorted.len()], &sorted[..]);
+    }
+}
+
+#[cfg(test)]
+mod order_rejects {
+    use super::*;
+
+    /// Every way a hint can be wrong for the entries read is refused.
+    #[test]
+    fn a_hint_that_does_not_fit_is_refused() {
+        let (mut words, mut mask) = ([0u128; SLOTS], 0u32);
+        for (s, k) in [(3usize, 10u64), (9, 20), (20, 30)] {
+            words[s] = u128::from(k) << 64 | 8 << 16 | 8 << 8 | s as u128;
+            mask |= 1 << s;
+        }
+        let hint = |slots: &[u64]| {
+            let mut h = [0u64; 2];
+            for (i, &s) in slots.iter().enumerate() {
+                h[i / 12] |= s << (5 * (i % 12));
+            }
+            h
+        };
+        let mut out = [0u128; SLOTS];
+        assert!(order_by_hint(&words, mask, hint(&[3, 9, 20]), &mut out));
+        assert_eq!(
+            out[..3].iter().map(|w| *w as u8).collect::<Vec<_>>(),
+            [3, 9, 20]
+        );
+        for bad in [
+            &[9u64, 3, 20][..],
+            &[3, 3, 20],
+            &[3, 9, 21],
+            &[3, 9, 31],
+            &[3, 9],
+        ] {
+            assert!(!order_by_hint(&words, mask, hint(bad), &mut out), "{bad:?}");
         }
     }
 }

@@ -40,9 +40,10 @@ impl Cursor<'_> {
         let mut got = None;
         self.idx.isolated(|| {
             got = None;
-            self.idx.scan_impl(start, inclusive, 1, &mut |k, v| {
-                got = Some((k.to_vec(), v.to_vec()))
-            })
+            self.idx
+                .scan_impl(start, inclusive, 1, &mut |k: &[u8], v: &[u8]| {
+                    got = Some((k.to_vec(), v.to_vec()))
+                })
         })?;
         self.pos = match &got {
             Some((k, _)) => Pos::At(k.clone()),

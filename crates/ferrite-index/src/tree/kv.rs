@@ -11,29 +11,85 @@ use std::sync::atomic::Ordering;
 use ferrite_kv::{check_sizes, KvCursor, KvResult, OrderedKv, WriteBatch};
 
 use super::cursor::Cursor;
+use super::scan::ScanSink;
 use super::write::PutMode;
 use super::FerriteIndex;
 use crate::{MAX_KEY, MAX_VALUE};
 
-/// Scan results waiting for their read to be validated: the records' bytes and
-/// each record's (key length, value length).
-type ScanBuf = (Vec<u8>, Vec<(u32, u32)>);
+/// Scan results waiting for their read to be validated (a retried scan must
+/// not call the user's callback twice): one fixed-size record per entry, an
+/// inline entry's words in it, any other entry's bytes in `bytes`.
+#[derive(Default)]
+struct ScanBuf {
+    recs: Vec<ScanRec>,
+    bytes: Vec<u8>,
+}
 
-/// Appends `s`; 8-byte slices (the common key and value) as one word store
-/// instead of a call to `memcpy`, which dominated buffered scans.
-#[inline(always)]
-fn put_bytes(buf: &mut Vec<u8>, s: &[u8]) {
-    match <&[u8; 8]>::try_from(s) {
-        Ok(w) => buf.extend_from_slice(w),
-        Err(_) => buf.extend_from_slice(s),
+/// A buffered record. Inline (`klen <= 8`, no [`SPILLED`] bit): the key is
+/// `kw`'s first `klen` big-endian bytes, the value `vw`'s first `vlen`
+/// little-endian bytes. Spilled: key and value are `bytes[kw..]`.
+#[derive(Clone, Copy)]
+struct ScanRec {
+    kw: u64,
+    vw: u64,
+    klen: u32,
+    vlen: u32,
+}
+
+/// Marks a [`ScanRec`] whose bytes are in the buffer's `bytes`.
+const SPILLED: u32 = 1 << 31;
+
+impl ScanSink for ScanBuf {
+    #[inline]
+    fn inline(&mut self, kw: u64, klen: usize, vw: u64, vlen: usize) {
+        self.recs.push(ScanRec {
+            kw,
+            vw,
+            klen: klen as u32,
+            vlen: vlen as u32,
+        });
+    }
+
+    fn bytes(&mut self, key: &[u8], value: &[u8]) {
+        let at = self.bytes.len() as u64;
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
+        self.recs.push(ScanRec {
+            kw: at,
+            vw: 0,
+            klen: key.len() as u32 | SPILLED,
+            vlen: value.len() as u32,
+        });
+    }
+}
+
+impl ScanBuf {
+    fn clear(&mut self) {
+        self.recs.clear();
+        self.bytes.clear();
+    }
+
+    /// Hands every record to `f`, in order.
+    fn replay(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+        for r in &self.recs {
+            if r.klen & SPILLED == 0 {
+                let (kb, vb) = (r.kw.to_be_bytes(), r.vw.to_le_bytes());
+                f(
+                    &kb[..(r.klen as usize).min(8)],
+                    &vb[..(r.vlen as usize).min(8)],
+                );
+            } else {
+                let (at, kl, vl) = (r.kw as usize, (r.klen & !SPILLED) as usize, r.vlen as usize);
+                let b = &self.bytes[at..at + kl + vl];
+                f(&b[..kl], &b[kl..]);
+            }
+        }
     }
 }
 
 thread_local! {
     /// See `scan`.
-    static SCAN_BUF: std::cell::Cell<ScanBuf> = const {
-        std::cell::Cell::new((Vec::new(), Vec::new()))
-    };
+    static SCAN_BUF: std::cell::Cell<ScanBuf> = std::cell::Cell::new(ScanBuf::default());
 }
 
 impl OrderedKv for FerriteIndex {
@@ -91,24 +147,14 @@ impl OrderedKv for FerriteIndex {
         // Records are buffered until the read is known not to overlap a batch
         // (a retried scan must not call `f` twice). The buffer is taken out of
         // its slot, so an `f` that scans again gets a fresh one.
-        let (mut bytes, mut lens) = SCAN_BUF.take();
+        let mut buf = SCAN_BUF.take();
         let got = self.isolated(|| {
-            bytes.clear();
-            lens.clear();
-            self.scan_impl(start, true, n, &mut |k, v| {
-                put_bytes(&mut bytes, k);
-                put_bytes(&mut bytes, v);
-                lens.push((k.len() as u32, v.len() as u32));
-            })
+            buf.clear();
+            self.scan_impl(start, true, n, &mut buf)
         });
-        let mut at = 0;
-        for &(kl, vl) in &lens {
-            let (kl, vl) = (kl as usize, vl as usize);
-            f(&bytes[at..at + kl], &bytes[at + kl..at + kl + vl]);
-            at += kl + vl;
-        }
-        if bytes.capacity() <= 1 << 20 {
-            SCAN_BUF.set((bytes, lens));
+        buf.replay(f);
+        if buf.bytes.capacity() <= 1 << 20 && buf.recs.capacity() <= 1 << 16 {
+            SCAN_BUF.set(buf);
         }
         got
     }

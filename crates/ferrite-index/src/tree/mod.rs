@@ -129,6 +129,8 @@ pub struct FerriteIndex {
     id: ObjectId,
     base: *mut u8,
     durable: bool,
+    /// Whether scans store leaves' order hints (not in a read-only mapping).
+    order_hints: bool,
     head: u64,
     /// DRAM inner nodes (with the mutex that serialises their changes).
     inner: Inner,
@@ -227,6 +229,7 @@ impl FerriteIndex {
             id,
             base,
             durable,
+            order_hints: !pool.is_read_only(),
             head,
             inner: Inner::build(Vec::new()),
             batch: Mutex::new(()),

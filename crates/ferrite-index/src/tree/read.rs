@@ -2,7 +2,8 @@
 //! scans, cursors, splits and checks build on (with the decoding of its
 //! entries' keys and values and their sorting by key).
 //!
-//! Invariants relied on: readers never write shared memory; a leaf's words are
+//! Invariants relied on: readers write no shared memory but a leaf's scan-order
+//! hint, which no reader uses unchecked (`order_by_hint`); a leaf's words are
 //! trusted only after its version lock validates (`vlock`), and an out-of-line
 //! block is dereferenced only for words of a validated version, while the
 //! reader's epoch keeps it from being freed; a negative lookup also validates
@@ -29,6 +30,28 @@ impl ValueRef<'_> {
         match self {
             ValueRef::Inline(b, n) => &b[..*n],
             ValueRef::Block(b) => b,
+        }
+    }
+}
+
+/// A leaf's entries as [`FerriteIndex::snapshot_narrow`] read them: for each
+/// valid slot (bit of `mask`) its sort word (key word << 64, key length << 16,
+/// value length << 8, slot: sorting these sorts by key, the keys of a leaf
+/// being distinct) and value word; and the leaf's scan-order hint, unchecked.
+pub(super) struct NarrowLeaf {
+    pub words: [u128; SLOTS],
+    pub vals: [u64; SLOTS],
+    pub mask: u32,
+    pub hint: [u64; 2],
+}
+
+impl Default for NarrowLeaf {
+    fn default() -> Self {
+        NarrowLeaf {
+            words: [0; SLOTS],
+            vals: [0; SLOTS],
+            mask: 0,
+            hint: [0; 2],
         }
     }
 }
@@ -128,15 +151,13 @@ impl FerriteIndex {
     }
 
     /// Entries of a leaf at a consistent version when every key and value is
-    /// inline (at most 8 bytes), as (sort word, value word): the sort word packs
-    /// key word, key length, value length and slot, so sorting it sorts by key
-    /// (keys of a leaf are distinct). Cheaper than [`Self::snapshot`] for the
-    /// 8-byte keys scans see most.
-    pub(super) fn snapshot_narrow(&self, lf: Leaf, out: &mut Vec<(u128, u64)>) -> Narrow {
+    /// inline (at most 8 bytes), by slot ([`NarrowLeaf`]). Cheaper than
+    /// [`Self::snapshot`] for the 8-byte keys scans see most.
+    pub(super) fn snapshot_narrow(&self, lf: Leaf, out: &mut NarrowLeaf) -> Narrow {
         let Some(v) = self.read_begin(lf) else {
             return Narrow::Retry;
         };
-        out.clear();
+        out.mask = 0;
         let h = lf.hdrs();
         for (l, &hl) in h.iter().enumerate() {
             let mut valid = hdr_valid(hl);
@@ -150,13 +171,15 @@ impl FerriteIndex {
                     return Narrow::Mixed;
                 }
                 let slot = l * PER_LINE + s;
-                let w = (u128::from(lf.key_word(slot)) << 64)
+                out.words[slot] = (u128::from(lf.key_word(slot)) << 64)
                     | (u128::from(kc) << 16)
                     | (u128::from(vc) << 8)
                     | slot as u128;
-                out.push((w, lf.val_word(slot)));
+                out.vals[slot] = lf.val_word(slot);
+                out.mask |= 1 << slot;
             }
         }
+        out.hint = lf.order_hint();
         let next = lf.next();
         if self.validate(lf, v) {
             Narrow::Done(next)
