@@ -209,8 +209,11 @@ pub fn order_by_hint(
     let n = mask.count_ones() as usize;
     let mut left = mask;
     let mut prev = 0u128;
+    // The 24 codes as one 120-bit run: slot i of the order at bits 5i.
+    let mut codes = u128::from(h[0] & ((1 << 60) - 1)) | u128::from(h[1]) << 60;
     for (i, o) in out.iter_mut().enumerate().take(n) {
-        let s = ((h[i / 12] >> (5 * (i % 12))) & 31) as usize;
+        let s = (codes & 31) as usize;
+        codes >>= 5;
         if s >= SLOTS || left & (1 << s) == 0 {
             return false;
         }
