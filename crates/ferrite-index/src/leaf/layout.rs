@@ -462,8 +462,9 @@ mod tests {
         }
     }
 }
+
 #[cfg(test)]
-mod order_tests {
+mod order_hint_tests {
     use super::*;
 
     fn word(kw: u64, slot: usize) -> u128 {
@@ -487,11 +488,6 @@ mod order_tests {
         assert!(order_by_hint(&by_slot, mask, h, &mut out));
         assert_eq!(&out[..sorted.len()], &sorted[..]);
     }
-}
-
-#[cfg(test)]
-mod order_rejects {
-    use super::*;
 
     /// Every way a hint can be wrong for the entries read is refused.
     #[test]

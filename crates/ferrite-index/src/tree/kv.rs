@@ -70,14 +70,10 @@ impl ScanBuf {
     }
 
     /// Hands every record to `f`, in order.
-    fn replay(&self, f: &mut dyn FnMut(&[u8], &[u8])) {
+    fn replay(&self, mut f: &mut dyn FnMut(&[u8], &[u8])) {
         for r in &self.recs {
             if r.klen & SPILLED == 0 {
-                let (kb, vb) = (r.kw.to_be_bytes(), r.vw.to_le_bytes());
-                f(
-                    &kb[..(r.klen as usize).min(8)],
-                    &vb[..(r.vlen as usize).min(8)],
-                );
+                f.inline(r.kw, r.klen as usize, r.vw, r.vlen as usize);
             } else {
                 let (at, kl, vl) = (r.kw as usize, (r.klen & !SPILLED) as usize, r.vlen as usize);
                 let b = &self.bytes[at..at + kl + vl];
