@@ -278,13 +278,7 @@ impl Node {
             }
             ClientOp::RemoveNode { id } => self.remove_node(*id).await,
             ClientOp::Get(_) | ClientOp::DbSize => {
-                match self.raft.ensure_linearizable().await {
-                    Ok(_) => {}
-                    Err(e) if e.forward_to_leader::<BasicNode>().is_some() => {
-                        return Err(Local::NotLeader)
-                    }
-                    Err(e) => return Err(Local::Failed(e.to_string())),
-                }
+                self.confirm_leadership().await?;
                 match op {
                     ClientOp::Get(keys) => {
                         let mut out = Vec::with_capacity(keys.len());
@@ -299,6 +293,30 @@ impl Node {
                     }
                     _ => Ok(ClientReply::Count(self.replica.status().keys)),
                 }
+            }
+        }
+    }
+
+    /// The read-index step of a linearizable read: a quorum confirms that this
+    /// replica still leads. One round gives each follower one heartbeat
+    /// interval to answer (openraft); on a busy machine a round can come back
+    /// without a quorum although nothing failed, so while this replica is
+    /// still leader the round is repeated, for up to the longest election
+    /// timeout. After that (followers really unreachable) the client gets the
+    /// error; a higher term seen on the way makes it `NotLeader` at once.
+    async fn confirm_leadership(&self) -> Result<(), Local> {
+        let deadline = Instant::now() + self.cfg.raft.election_max;
+        loop {
+            match self.raft.ensure_linearizable().await {
+                Ok(_) => return Ok(()),
+                Err(e) if e.forward_to_leader::<BasicNode>().is_some() => {
+                    return Err(Local::NotLeader)
+                }
+                Err(openraft::error::RaftError::APIError(
+                    openraft::error::CheckIsLeaderError::QuorumNotEnough(_),
+                )) if Instant::now() < deadline
+                    && self.raft.metrics().borrow().state == ServerState::Leader => {}
+                Err(e) => return Err(Local::Failed(e.to_string())),
             }
         }
     }
