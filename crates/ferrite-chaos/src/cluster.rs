@@ -81,6 +81,21 @@ fn signal(child: &Child, sig: libc::c_int) {
     }
 }
 
+/// Whether every thread of process `pid` is stopped (state `T` in
+/// `/proc/PID/task/TID/stat`). False when it cannot be read.
+fn all_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
+            // The state follows the command name, which is in parentheses.
+            st.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        })
+    })
+}
+
 impl Cluster {
     /// Starts every replica (ids 1..=n) with proxies on all links.
     pub fn start(spec: ClusterSpec) -> std::io::Result<Cluster> {
@@ -188,12 +203,21 @@ impl Cluster {
         Ok(())
     }
 
-    /// `SIGSTOP` (`pause = true`) or `SIGCONT` replica `id`.
+    /// `SIGSTOP` (`pause = true`) or `SIGCONT` replica `id`. A pause returns
+    /// once every thread of the replica is stopped (or after 5 s): the signal
+    /// is asynchronous, and on a busy machine a thread can run on for a while
+    /// after `kill` returns.
     pub fn pause(&mut self, id: u64, pause: bool) {
         let r = &mut self.replicas[(id - 1) as usize];
         if let Some(c) = &r.child {
             signal(c, if pause { libc::SIGSTOP } else { libc::SIGCONT });
             r.paused = pause;
+            if pause {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while !all_stopped(c.id()) && Instant::now() < deadline {
+                    std::thread::park_timeout(Duration::from_millis(1));
+                }
+            }
         }
     }
 

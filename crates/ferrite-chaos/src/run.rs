@@ -131,7 +131,7 @@ fn leader(c: &Cluster, password: &Option<String>) -> Option<u64> {
 }
 
 /// Polls [`leader`] until one is named or `deadline` passes.
-fn await_leader(c: &Cluster, password: &Option<String>, deadline: Instant) -> Option<u64> {
+pub fn await_leader(c: &Cluster, password: &Option<String>, deadline: Instant) -> Option<u64> {
     loop {
         if let Some(l) = leader(c, password) {
             return Some(l);

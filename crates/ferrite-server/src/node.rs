@@ -39,6 +39,12 @@ use crate::ServerError;
 /// Prefix of a leader's refusal of a forwarded request it no longer leads for.
 pub const NOT_LEADER: &str = "NOTLEADER";
 
+/// Logged (at `warn`, once per read) when a linearizable read's leadership
+/// round came back without a quorum and is repeated while this replica still
+/// leads (`Node::confirm_leadership`).
+pub const READ_ROUND_REPEATED: &str =
+    "a read's leadership round came back without a quorum; repeating it while this replica leads";
+
 /// A running replica (shared by its tasks).
 pub struct Node {
     pub id: u64,
@@ -306,6 +312,7 @@ impl Node {
     /// error; a higher term seen on the way makes it `NotLeader` at once.
     async fn confirm_leadership(&self) -> Result<(), Local> {
         let deadline = Instant::now() + self.cfg.raft.election_max;
+        let mut repeated = false;
         loop {
             match self.raft.ensure_linearizable().await {
                 Ok(_) => return Ok(()),
@@ -315,7 +322,14 @@ impl Node {
                 Err(openraft::error::RaftError::APIError(
                     openraft::error::CheckIsLeaderError::QuorumNotEnough(_),
                 )) if Instant::now() < deadline
-                    && self.raft.metrics().borrow().state == ServerState::Leader => {}
+                    && self.raft.metrics().borrow().state == ServerState::Leader =>
+                {
+                    // Once per read: the fault tests await this line.
+                    if !repeated {
+                        tracing::warn!("{READ_ROUND_REPEATED}");
+                        repeated = true;
+                    }
+                }
                 Err(e) => return Err(Local::Failed(e.to_string())),
             }
         }
