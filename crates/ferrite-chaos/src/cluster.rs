@@ -82,16 +82,17 @@ fn signal(child: &Child, sig: libc::c_int) {
 }
 
 /// Whether every thread of process `pid` is stopped (state `T` in
-/// `/proc/PID/task/TID/stat`). False when it cannot be read.
+/// `/proc/PID/task/TID/stat`), or has exited (a process that is gone, or a
+/// zombie, will not run again either).
 fn all_stopped(pid: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
+        return true;
     };
     tasks.flatten().all(|t| {
         std::fs::read_to_string(t.path().join("stat")).is_ok_and(|st| {
             // The state follows the command name, which is in parentheses.
             st.rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+                .is_some_and(|(_, rest)| rest.starts_with(['T', 't', 'Z', 'X']))
         })
     })
 }
