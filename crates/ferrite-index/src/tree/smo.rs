@@ -63,24 +63,18 @@ impl FerriteIndex {
         };
         let mut mid = raws.len() / 2;
         let (split_key, new_right) = loop {
-            // The separator: the shortest prefix of the upper half's smallest
-            // key that is above the lower half's largest (suffix truncation).
-            // Short separators keep the inner nodes small and, up to 8 bytes,
-            // inline (no long-separator array to copy on every change).
             let split_key = {
-                let (mut ka, mut kb) = ([0u8; 16], [0u8; 16]);
-                let lo = self
-                    .raw_key(&raws[order[mid - 1].1], &mut ka)
-                    .ok_or_else(bad)?;
-                let hi = self.raw_key(&raws[order[mid].1], &mut kb).ok_or_else(bad)?;
-                separator(lo, hi).ok_or_else(bad)?.to_vec()
+                let mut kb = [0u8; 16];
+                self.raw_key(&raws[order[mid].1], &mut kb)
+                    .ok_or_else(bad)?
+                    .to_vec()
             };
-            // The new entry goes where the separator will route its key.
             let new_right = match &new {
                 Some(n) => {
                     let mut kb = [0u8; 16];
                     let k = self.raw_key(n, &mut kb).ok_or_else(bad)?;
-                    k >= &split_key[..]
+                    cmp_words(key_words(k), key_words(&split_key), k, &split_key)
+                        != std::cmp::Ordering::Less
                 }
                 None => false,
             };
@@ -347,50 +341,5 @@ impl FerriteIndex {
         }
         self.drop_from_chain(&mut plk, lk, g);
         self.unlinks.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// The shortest prefix of `hi` that sorts above `lo`, for keys `lo < hi`:
-/// every key up to `lo` sorts below it and `hi` not (None when `lo >= hi`,
-/// which only a corrupt leaf can give).
-pub(super) fn separator<'a>(lo: &[u8], hi: &'a [u8]) -> Option<&'a [u8]> {
-    if lo >= hi {
-        return None;
-    }
-    let common = lo.iter().zip(hi).take_while(|(a, b)| a == b).count();
-    Some(&hi[..common + 1])
-}
-
-#[cfg(test)]
-mod separator_tests {
-    use super::separator;
-    use proptest::prelude::*;
-
-    #[test]
-    fn examples() {
-        assert_eq!(separator(b"abc", b"abd"), Some(&b"abd"[..]));
-        assert_eq!(separator(b"ab", b"abc"), Some(&b"abc"[..]));
-        assert_eq!(separator(b"a", b"bcd"), Some(&b"b"[..]));
-        assert_eq!(separator(b"", b"x"), Some(&b"x"[..]));
-        assert_eq!(separator(b"abq", b"abcz"), None);
-        assert_eq!(separator(b"x", b"x"), None);
-    }
-
-    proptest! {
-        #[test]
-        fn splits_the_two_keys(a in proptest::collection::vec(any::<u8>(), 0..20),
-                               b in proptest::collection::vec(any::<u8>(), 0..20)) {
-            let (lo, hi) = if a < b { (a, b) } else { (b, a) };
-            match separator(&lo, &hi) {
-                None => prop_assert_eq!(&lo, &hi),
-                Some(s) => {
-                    prop_assert!(lo.as_slice() < s);
-                    prop_assert!(s <= hi.as_slice());
-                    prop_assert!(hi.starts_with(s));
-                    // Shortest: one byte less no longer sorts above `lo`.
-                    prop_assert!(&s[..s.len() - 1] <= lo.as_slice());
-                }
-            }
-        }
     }
 }
