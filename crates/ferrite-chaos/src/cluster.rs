@@ -36,6 +36,16 @@ struct Replica {
     paused: bool,
 }
 
+/// Removes a cluster's directory (pools, logs) however a test ends; declare
+/// it before the [`Cluster`], so the replicas are killed first.
+pub struct DirGuard(pub PathBuf);
+
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A running cluster. Dropping it kills every replica (the caller deletes
 /// `dir`).
 pub struct Cluster {

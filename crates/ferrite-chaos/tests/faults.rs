@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use ferrite_chaos::cluster::ClusterSpec;
+use ferrite_chaos::cluster::{ClusterSpec, DirGuard};
 use ferrite_chaos::run::{run, RunSpec};
 use ferrite_chaos::{build_checker, check, ferrite_binary, Record, Status};
 
@@ -33,15 +33,6 @@ fn tools() -> &'static (PathBuf, PathBuf) {
         let checker = build_checker(&dir).unwrap();
         (bin, checker)
     })
-}
-
-/// Removes the run's directory (pools, logs, history) however the test ends.
-struct DirGuard(PathBuf);
-
-impl Drop for DirGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Copies what explains a failure (history, visualisation, replica logs) out

@@ -12,19 +12,10 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use ferrite_chaos::cluster::{Cluster, ClusterSpec};
+use ferrite_chaos::cluster::{Cluster, ClusterSpec, DirGuard};
 use ferrite_chaos::ferrite_binary;
 use ferrite_chaos::run::await_leader;
 use ferrite_server::node::READ_ROUND_REPEATED;
-
-/// Removes the cluster's directory however the test ends.
-struct DirGuard(PathBuf);
-
-impl Drop for DirGuard {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn connect(addr: std::net::SocketAddr) -> redis::Connection {
     let c = redis::Client::open(format!("redis://{addr}/")).unwrap();
@@ -75,10 +66,13 @@ fn a_read_waits_out_followers_stopped_for_a_leadership_round() {
     assert_eq!(v.as_deref(), Some("v"));
 
     let log = dir.join(format!("replica-{leader}.log"));
-    let seen_before = std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .matches(READ_ROUND_REPEATED)
-        .count();
+    let repeats = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches(READ_ROUND_REPEATED)
+            .count()
+    };
+    let seen_before = repeats();
     let followers: Vec<u64> = c.ids().into_iter().filter(|&id| id != leader).collect();
     for &f in &followers {
         c.pause(f, true);
@@ -95,11 +89,7 @@ fn a_read_waits_out_followers_stopped_for_a_leadership_round() {
     // Await the leader's word that a round failed and is being repeated.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let seen = std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches(READ_ROUND_REPEATED)
-            .count();
-        if seen > seen_before {
+        if repeats() > seen_before {
             break;
         }
         if rx.try_recv().is_ok() {
