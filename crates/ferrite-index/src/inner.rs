@@ -23,8 +23,8 @@
 //! Reclamation: nodes are never replaced or merged (a split keeps the left
 //! half in place, the root only grows, a leaf removal never empties a node), so
 //! they live as long as the tree and are freed when it is dropped. What is
-//! replaced is a node's array of long separators (copy-on-write, see
-//! [`Node::fulls`]); the old array is retired through `crossbeam-epoch`, so a
+//! replaced is a node's buffer of long separators (when it is full, by a
+//! compacted copy, see [`Longs`]); the old buffer is retired through `crossbeam-epoch`, so a
 //! pinned reader that still holds it never sees it freed.
 //!
 //! Data fields are atomics read with `Relaxed` loads (plain `mov`s on x86): an
@@ -32,6 +32,7 @@
 //! trusted before the node's version validates, and every index derived from
 //! torn data is bounded (`n <= KEYS`, long-key lookups are `get`s).
 
+use std::cell::UnsafeCell;
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering as Mo};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -127,72 +128,80 @@ impl Sep {
 /// insert can overflow by one before the node splits).
 const KEYS: usize = FANOUT;
 
-/// Whole separators longer than 8 bytes, by separator index, packed in one
-/// buffer: separator `i`'s bytes are `bytes[ends[i - 1]..ends[i]]` (empty for
-/// one of at most 8 bytes). Immutable once published: a change builds a new
-/// one (two allocations and one copy of the bytes: no per-separator reference
-/// counts to touch, which made a split of a node of long keys cost ~100
-/// atomic operations and serialised concurrent inserters on the structure
-/// mutex).
-struct Fulls {
-    ends: Vec<u32>,
-    bytes: Vec<u8>,
+/// Bytes of a node's separators longer than 8 bytes, in one append-only
+/// buffer: separator `i`'s bytes start at `offs[i]` (its length is the node's
+/// `lens[i]`). An insert appends the new separator's bytes and shifts `offs`
+/// with the other slot fields; a removal or a split only moves offsets and
+/// leaves the old bytes behind as garbage. Only when the buffer is full does
+/// the writer build a new, compacted one (1.5 times the live bytes) and retire the
+/// old through the epoch. So a leaf split of a tree of long keys no longer
+/// allocates, copies and (through the epoch, on whichever thread collects)
+/// frees a whole array: that cross-thread free serialised two inserting
+/// threads on the allocator's arena lock.
+///
+/// Readers never see a byte change: they read only below `used` (an acquire
+/// load), and bytes below it are written once, before the release store that
+/// raised it.
+struct Longs {
+    /// Start of separator `i`'s bytes in `buf` (meaningful while the
+    /// separator is longer than 8 bytes). Moves with the slot.
+    offs: [AtomicU32; KEYS],
+    /// Bytes written; those below never change again.
+    used: AtomicU32,
+    buf: Box<[UnsafeCell<u8>]>,
 }
 
-impl Fulls {
-    /// `n` separators, none long.
-    fn empty(n: usize) -> Fulls {
-        Fulls {
-            ends: vec![0; n],
-            bytes: Vec::new(),
+// SAFETY: the only non-Sync field is `buf`. Its bytes below `used` are
+// immutable; bytes at and above it are written only by the node's single
+// writer (node lock and structure mutex held), and readers never read there
+// (`get` clamps to the acquired `used`).
+unsafe impl Sync for Longs {}
+
+/// Smallest long-separator buffer.
+const LONGS_MIN: usize = 256;
+
+impl Longs {
+    fn with_capacity(cap: usize) -> Longs {
+        let cap = cap.clamp(LONGS_MIN, u32::MAX as usize);
+        Longs {
+            offs: std::array::from_fn(|_| AtomicU32::new(0)),
+            used: AtomicU32::new(0),
+            buf: (0..cap).map(|_| UnsafeCell::new(0)).collect(),
         }
     }
 
-    fn start(&self, i: usize) -> usize {
-        if i == 0 {
-            0
-        } else {
-            self.ends[i - 1] as usize
-        }
-    }
-
-    /// Separator `i`'s whole bytes; None when it is short or out of range.
+    /// Separator `i`'s bytes, given its length; cut short where they would
+    /// reach past the written bytes (only a torn read can ask for that, and
+    /// its node version will not validate).
     #[inline]
-    fn get(&self, i: usize) -> Option<&[u8]> {
-        if i >= self.ends.len() {
+    fn get(&self, i: usize, len: usize) -> &[u8] {
+        let off = self.offs[i].load(Mo::Relaxed) as usize;
+        let used = self.used.load(Mo::Acquire) as usize;
+        let (a, b) = (off.min(used), off.saturating_add(len).min(used));
+        // SAFETY: a <= b <= used <= buf.len(). Bytes below `used` were written
+        // before the release store of `used` this load acquired, and are never
+        // written again: no write races with this shared slice.
+        // `UnsafeCell<u8>` has the layout of `u8`.
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().add(a).cast::<u8>(), b - a) }
+    }
+
+    /// Appends `bytes` (writer only) and returns their offset; None when they
+    /// do not fit.
+    fn push(&self, bytes: &[u8]) -> Option<u32> {
+        let u = self.used.load(Mo::Relaxed) as usize;
+        if bytes.len() > self.buf.len() - u {
             return None;
         }
-        let b = self.bytes.get(self.start(i)..self.ends[i] as usize)?;
-        (!b.is_empty()).then_some(b)
-    }
-
-    /// Separators `a..b` (`a <= b <= len`).
-    fn range(&self, a: usize, b: usize) -> Fulls {
-        let (lo, hi) = (self.start(a), self.start(b));
-        Fulls {
-            ends: self.ends[a..b].iter().map(|&e| e - lo as u32).collect(),
-            bytes: self.bytes[lo..hi].to_vec(),
+        // SAFETY: u + len <= buf.len(). Bytes at and above `used` are read by
+        // no reader (see `get`) and written only by the single writer, which
+        // is the caller; the pointer comes from the whole slice, through
+        // `UnsafeCell::raw_get`, so it may write the range.
+        unsafe {
+            let dst = UnsafeCell::raw_get(self.buf.as_ptr().add(u));
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len());
         }
-    }
-
-    /// A copy with separators `i..i + del` replaced by `ins` when given (its
-    /// whole bytes; empty for a short separator).
-    fn splice(&self, i: usize, del: usize, ins: Option<&[u8]>) -> Fulls {
-        let (a, b) = (self.start(i), self.start(i + del));
-        let add = ins.map_or(0, <[u8]>::len);
-        let mut bytes = Vec::with_capacity(self.bytes.len() - (b - a) + add);
-        bytes.extend_from_slice(&self.bytes[..a]);
-        bytes.extend_from_slice(ins.unwrap_or(&[]));
-        bytes.extend_from_slice(&self.bytes[b..]);
-        let mut ends = Vec::with_capacity(self.ends.len() + 1 - del);
-        ends.extend_from_slice(&self.ends[..i]);
-        ends.extend(ins.map(|f| (a + f.len()) as u32));
-        ends.extend(
-            self.ends[i + del..]
-                .iter()
-                .map(|&e| (e as usize + add - (b - a)) as u32),
-        );
-        Fulls { ends, bytes }
+        self.used.store((u + bytes.len()) as u32, Mo::Release);
+        Some(u as u32)
     }
 }
 
@@ -218,17 +227,16 @@ pub struct Node {
     /// (separator prefix, child right of the separator).
     pairs: [(AtomicU64, AtomicUsize); KEYS],
     lens: [AtomicU32; KEYS],
-    /// Null while no separator of the node is longer than 8 bytes. Copy on
-    /// write: a writer publishes a new vector (release store) and retires the
-    /// old one through the epoch, so an optimistic reader never sees a vector
-    /// change, move or vanish under it (a `Vec` changed in place could
-    /// reallocate under a reader).
-    fulls: AtomicPtr<Fulls>,
+    /// Null while no separator of the node was ever longer than 8 bytes.
+    /// Appended to in place (see [`Longs`]); replaced only by a compacted
+    /// copy (release store), the old one retired through the epoch, so an
+    /// optimistic reader never sees it vanish under it.
+    longs: AtomicPtr<Longs>,
 }
 
-/// Frees a replaced long-separator vector: through the epoch when the node is
+/// Frees a replaced long-separator buffer: through the epoch when the node is
 /// published (`g`), at once when it never was (`None`).
-fn retire_fulls(old: *mut Fulls, g: Option<&Guard>) {
+fn retire_longs(old: *mut Longs, g: Option<&Guard>) {
     if old.is_null() {
         return;
     }
@@ -251,7 +259,7 @@ impl Node {
             level,
             pairs: std::array::from_fn(|_| (AtomicU64::new(0), AtomicUsize::new(0))),
             lens: std::array::from_fn(|_| AtomicU32::new(0)),
-            fulls: AtomicPtr::new(std::ptr::null_mut()),
+            longs: AtomicPtr::new(std::ptr::null_mut()),
         })
     }
 
@@ -265,20 +273,25 @@ impl Node {
         self.count() + 1
     }
 
-    /// The long-separator vector, if any. The reference is only used while the
-    /// caller is pinned (readers) or holds the structure mutex (writers), which
-    /// keeps a replaced vector alive.
+    /// The long-separator buffer, if any. The reference is only used while
+    /// the caller is pinned (readers) or holds the structure mutex (writers),
+    /// which keeps a replaced buffer alive.
     #[inline]
-    fn fulls(&self) -> Option<&Fulls> {
-        let p = self.fulls.load(Mo::Acquire);
-        // SAFETY: a non-null pointer is a published vector: immutable, and freed
-        // only through the epoch (or with the node), see `retire_fulls`.
+    fn longs(&self) -> Option<&Longs> {
+        let p = self.longs.load(Mo::Acquire);
+        // SAFETY: a non-null pointer is a published buffer, freed only through
+        // the epoch (or with the node), see `retire_longs`; `Longs` is Sync.
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
+    /// Separator `i`'s whole bytes when it is longer than 8 bytes, else empty.
     #[inline]
     fn full(&self, i: usize) -> &[u8] {
-        self.fulls().and_then(|f| f.get(i)).unwrap_or(&[])
+        let len = self.lens[i].load(Mo::Relaxed) as usize;
+        match self.longs() {
+            Some(l) if len > 8 => l.get(i, len),
+            _ => &[],
+        }
     }
 
     /// Child `i` (0..=n).
@@ -340,7 +353,7 @@ impl Node {
         Sep {
             prefix: self.pairs[i].0.load(Mo::Relaxed),
             len: self.lens[i].load(Mo::Relaxed),
-            full: self.fulls().and_then(|f| f.get(i)).map(Arc::from),
+            full: (self.lens[i].load(Mo::Relaxed) > 8).then(|| Arc::from(self.full(i))),
         }
     }
 
@@ -351,13 +364,57 @@ impl Node {
         self.pairs[to].0.store(p.load(Mo::Relaxed), Mo::Relaxed);
         self.pairs[to].1.store(c.load(Mo::Relaxed), Mo::Relaxed);
         self.lens[to].store(self.lens[from].load(Mo::Relaxed), Mo::Relaxed);
+        if let Some(l) = self.longs() {
+            l.offs[to].store(l.offs[from].load(Mo::Relaxed), Mo::Relaxed);
+        }
     }
 
-    /// Publishes a new long-separator vector and retires the old one.
-    fn set_fulls(&self, v: Option<Fulls>, g: Option<&Guard>) {
-        let new = v.map_or(std::ptr::null_mut(), |v| Box::into_raw(Box::new(v)));
-        let old = self.fulls.swap(new, Mo::AcqRel);
-        retire_fulls(old, g);
+    /// Stores `bytes` as separator `i`'s whole bytes (writer; `lens[i]` and
+    /// every other slot already in place, `live` the other slots in use).
+    /// Appends to the buffer when they fit; otherwise publishes a compacted
+    /// buffer with room to spare and retires the old one.
+    fn set_full(&self, i: usize, bytes: &[u8], live: std::ops::Range<usize>, g: Option<&Guard>) {
+        if let Some(l) = self.longs() {
+            if let Some(off) = l.push(bytes) {
+                l.offs[i].store(off, Mo::Relaxed);
+                return;
+            }
+        }
+        let new = self.compacted(live.filter(|&j| j != i).map(|j| (j, j)), bytes.len());
+        let off = new.push(bytes).expect("sized for the live bytes");
+        new.offs[i].store(off, Mo::Relaxed);
+        self.set_longs(Some(new), g);
+    }
+
+    /// A new buffer holding the long separators of the slots `moves` names
+    /// (from this node's slot, to the new buffer's), with room for `extra`
+    /// bytes: half as much again as it must hold, so appends go on for a
+    /// while before the next compaction (twice measured no faster and held
+    /// more DRAM).
+    fn compacted(
+        &self,
+        moves: impl Iterator<Item = (usize, usize)> + Clone,
+        extra: usize,
+    ) -> Longs {
+        let long = |&(from, _): &(usize, usize)| self.lens[from].load(Mo::Relaxed) > 8;
+        let need = moves
+            .clone()
+            .filter(long)
+            .map(|(from, _)| self.lens[from].load(Mo::Relaxed) as usize)
+            .sum::<usize>()
+            + extra;
+        let new = Longs::with_capacity(need + need / 2);
+        for (from, to) in moves.filter(long) {
+            let off = new.push(self.full(from)).expect("sized for the live bytes");
+            new.offs[to].store(off, Mo::Relaxed);
+        }
+        new
+    }
+
+    /// Publishes a new long-separator buffer (or none) and retires the old.
+    fn set_longs(&self, new: Option<Longs>, g: Option<&Guard>) {
+        let new = new.map_or(std::ptr::null_mut(), |l| Box::into_raw(Box::new(l)));
+        retire_longs(self.longs.swap(new, Mo::AcqRel), g);
     }
 
     /// Inserts separator `s` at `i` and child `kid` right of it. The caller
@@ -371,37 +428,27 @@ impl Node {
         self.pairs[i].0.store(s.prefix, Mo::Relaxed);
         self.pairs[i].1.store(kid, Mo::Relaxed);
         self.lens[i].store(s.len, Mo::Relaxed);
-        if self.fulls().is_some() || s.full.is_some() {
-            let none;
-            let f = match self.fulls() {
-                Some(f) => f,
-                None => {
-                    none = Fulls::empty(n);
-                    &none
-                }
-            };
-            let v = f.splice(i, 0, Some(s.full.as_deref().unwrap_or(&[])));
-            self.set_fulls(Some(v), g);
+        if let Some(f) = s.full.as_deref().filter(|_| s.len > 8) {
+            self.set_full(i, f, 0..n + 1, g);
         }
         self.n.store(n + 1, Mo::Relaxed);
     }
 
     /// Removes separator `i` and the child right of it (caller holds the lock).
-    fn remove_at(&self, i: usize, g: &Guard) {
+    /// A long separator's bytes stay in the buffer until it is compacted.
+    fn remove_at(&self, i: usize) {
         let n = self.n.load(Mo::Relaxed);
         for j in i + 1..n {
             self.move_slot(j, j - 1);
-        }
-        if let Some(f) = self.fulls() {
-            let v = f.splice(i, 1, None);
-            self.set_fulls(Some(v), Some(g));
         }
         self.n.store(n - 1, Mo::Relaxed);
     }
 
     /// Splits an overfull node (caller holds its lock): keeps the left half in
     /// place and returns the separator moving up and the (unpublished) right
-    /// half.
+    /// half. Each half gets a compacted long-separator buffer (when it has
+    /// long separators): left in place, half of the old buffer would be
+    /// garbage.
     fn split(&self, g: &Guard) -> (Sep, Box<Node>) {
         let n = self.n.load(Mo::Relaxed);
         let mid = n / 2;
@@ -417,12 +464,18 @@ impl Node {
             right.pairs[j].1.store(c.load(Mo::Relaxed), Mo::Relaxed);
             right.lens[j].store(self.lens[mid + 1 + j].load(Mo::Relaxed), Mo::Relaxed);
         }
-        right.n.store(rn, Mo::Relaxed);
-        if let Some(f) = self.fulls() {
-            let (l, r) = (f.range(0, mid), f.range(mid + 1, n));
-            right.set_fulls(Some(r), None);
-            self.set_fulls(Some(l), Some(g));
+        if self.longs().is_some() {
+            let has_long = |r: std::ops::Range<usize>| {
+                r.into_iter().any(|j| self.lens[j].load(Mo::Relaxed) > 8)
+            };
+            if has_long(mid + 1..n) {
+                let r = self.compacted((0..rn).map(|j| (mid + 1 + j, j)), 0);
+                right.set_longs(Some(r), None);
+            }
+            let l = has_long(0..mid).then(|| self.compacted((0..mid).map(|j| (j, j)), 0));
+            self.set_longs(l, Some(g));
         }
+        right.n.store(rn, Mo::Relaxed);
         self.n.store(mid, Mo::Relaxed);
         (up, right)
     }
@@ -430,8 +483,8 @@ impl Node {
     /// DRAM bytes of this node (not its children).
     fn bytes(&self) -> u64 {
         let mut b = std::mem::size_of::<Node>();
-        if let Some(f) = self.fulls() {
-            b += std::mem::size_of::<Fulls>() + f.ends.capacity() * 4 + f.bytes.capacity();
+        if let Some(l) = self.longs() {
+            b += std::mem::size_of::<Longs>() + l.buf.len();
         }
         b as u64
     }
@@ -444,7 +497,7 @@ impl Node {
 impl Drop for Node {
     fn drop(&mut self) {
         // Children are raw pointers, freed by `free_deep`.
-        retire_fulls(*self.fulls.get_mut(), None);
+        retire_longs(*self.longs.get_mut(), None);
     }
 }
 
@@ -681,7 +734,7 @@ impl<'a> Smo<'a> {
     /// Removes leaf `leaf`, whose low key is `low`, when its separator sits in
     /// its level-0 node (it is not that node's first child); false otherwise
     /// (nothing changed). Only the level-0 node is locked and changed.
-    pub fn remove(&mut self, low: &[u8], leaf: u64, g: &Guard) -> bool {
+    pub fn remove(&mut self, low: &[u8], leaf: u64) -> bool {
         let k = SearchKey::new(low);
         let path = self.path(&k);
         let &(n, i) = path.last().expect("non-empty path");
@@ -689,7 +742,7 @@ impl<'a> Smo<'a> {
             return false;
         }
         let v = lock(n);
-        n.remove_at(i - 1, g);
+        n.remove_at(i - 1);
         vlock::unlock(&n.lock, v, true, false);
         true
     }
@@ -883,8 +936,8 @@ mod tests {
         t.lock().leaves(&mut all);
         assert_eq!(all.len(), 2000);
         let before = t.lock().bytes();
-        assert!(t.lock().remove(&key(505), 5050, &g));
-        assert!(!t.lock().remove(&key(505), 5050, &g));
+        assert!(t.lock().remove(&key(505), 5050));
+        assert!(!t.lock().remove(&key(505), 5050));
         assert_eq!(leaf_of(&t, &key(506), true), 51);
         assert_eq!(t.lock().bytes(), before);
         let r = t.route(&SearchKey::new(&key(506)), true, true, &g);
@@ -906,7 +959,7 @@ mod tests {
             assert_eq!(r.low.map(|s| s.to_vec()), Some(lk(i * 2)));
         }
         for i in (0..3000u64).step_by(3).skip(1) {
-            t.lock().remove(&lk(i * 2), 10 + i, &g);
+            t.lock().remove(&lk(i * 2), 10 + i);
         }
         // Routing after the removals: a removed separator's range went to
         // the leaf on its left.
@@ -920,12 +973,14 @@ mod tests {
         assert!(t.lock().bytes() > all.len() as u64 * 20);
     }
 
-    /// The packed long-separator buffer against a vector of optional keys,
-    /// through random inserts, removes and splits.
+    /// A node's separators (prefix, length, whole bytes through the
+    /// append-only long-separator buffer) against a vector of keys, through
+    /// random inserts, removes and splits: appends, compactions and the
+    /// right half's own buffer all return what was stored.
     #[test]
-    fn packed_long_separators_match_a_vector() {
-        let mut model: Vec<Option<Vec<u8>>> = Vec::new();
-        let mut f = Fulls::empty(0);
+    fn long_separator_buffer_matches_a_vector() {
+        let mut model: Vec<Vec<u8>> = Vec::new();
+        let mut node = Node::new(0);
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = |m: u64| {
             x ^= x << 13;
@@ -933,32 +988,48 @@ mod tests {
             x ^= x << 17;
             x % m
         };
-        for step in 0..5000 {
-            let r = next(10);
-            if r < 6 || model.is_empty() {
-                let i = next(model.len() as u64 + 1) as usize;
-                let k = (next(2) == 0).then(|| vec![next(256) as u8; 9 + next(40) as usize]);
-                f = f.splice(i, 0, Some(k.as_deref().unwrap_or(&[])));
-                model.insert(i, k);
-            } else if r < 9 {
-                let i = next(model.len() as u64) as usize;
-                f = f.splice(i, 1, None);
-                model.remove(i);
-            } else {
-                let (a, b) = (next(model.len() as u64 + 1) as usize, model.len());
-                let a = a.min(b);
-                f = f.range(a, b);
-                model.drain(..a);
-            }
-            assert_eq!(f.ends.len(), model.len(), "step {step}");
+        let check = |node: &Node, model: &[Vec<u8>], step: usize| {
+            assert_eq!(node.count(), model.len(), "step {step}");
             for (i, m) in model.iter().enumerate() {
-                assert_eq!(f.get(i), m.as_deref(), "step {step}, separator {i}");
+                assert_eq!(node.sep(i).to_vec(), *m, "step {step}, separator {i}");
+                let want: &[u8] = if m.len() > 8 { m } else { &[] };
+                assert_eq!(node.full(i), want, "step {step}, separator {i}");
             }
-            assert_eq!(f.get(model.len()), None);
+        };
+        let (mut compactions, mut last) = (0, std::ptr::null_mut());
+        for step in 0..20_000 {
+            let r = next(10);
+            if model.len() == KEYS {
+                let (up, right) = node.split(&epoch::pin());
+                let mid = KEYS / 2;
+                assert_eq!(up.to_vec(), model[mid], "step {step}");
+                check(&right, &model[mid + 1..], step);
+                model.truncate(mid);
+            } else if r < 7 || model.is_empty() {
+                let i = next(model.len() as u64 + 1) as usize;
+                let len = if next(3) == 0 { next(9) } else { 9 + next(60) } as usize;
+                let k: Vec<u8> = (0..len).map(|_| next(256) as u8).collect();
+                node.insert_at(i, Sep::from_key(&k), step, None);
+                model.insert(i, k);
+            } else {
+                let i = next(model.len() as u64) as usize;
+                node.remove_at(i);
+                model.remove(i);
+            }
+            check(&node, &model, step);
+            let l = node.longs.load(Mo::Relaxed);
+            if l != last {
+                compactions += 1;
+                last = l;
+            }
+            if let Some(l) = node.longs() {
+                assert!(l.buf.len() <= (2 * KEYS * 68).max(LONGS_MIN), "step {step}");
+            }
         }
-        let g = Fulls::empty(3).splice(1, 0, Some(b"0123456789"));
-        assert_eq!(g.range(1, 3).get(0), Some(&b"0123456789"[..]));
-        assert_eq!(g.range(0, 1).get(0), None);
+        // Appends, not a new buffer per insert.
+        assert!(compactions > 10 && compactions < 2_000, "{compactions}");
+        node = Node::new(0);
+        assert!(node.longs().is_none());
     }
 
     #[test]

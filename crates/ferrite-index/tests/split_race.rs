@@ -39,8 +39,16 @@ fn is_present(k: u64) -> bool {
     k % GAP == GAP / 2
 }
 
-fn key(k: u64) -> [u8; 8] {
-    k.to_be_bytes()
+/// Key `k`: 8 bytes big-endian, or (`long`) 40 bytes that share their first
+/// 8, so inner nodes keep whole separators out of line (their append-only
+/// buffers are appended to, compacted and split while readers compare
+/// against them).
+fn key(k: u64, long: bool) -> Vec<u8> {
+    if long {
+        [&b"longkey:"[..], &k.to_be_bytes(), &[b'.'; 24]].concat()
+    } else {
+        k.to_be_bytes().to_vec()
+    }
 }
 
 fn val(k: u64) -> Vec<u8> {
@@ -53,13 +61,20 @@ fn val(k: u64) -> Vec<u8> {
 }
 
 fn kn(k: &[u8]) -> u64 {
-    u64::from_be_bytes(k.try_into().expect("8-byte key"))
+    let b = if k.len() == 8 { k } else { &k[8..16] };
+    u64::from_be_bytes(b.try_into().expect("8-byte key number"))
 }
 
 /// Checks one reader operation; returns a description of a violation.
 /// Half of the reads go to the gap a writer just inserted into, where the
 /// splits are happening (`hot`: the writers' latest keys).
-fn read_once(idx: &FerriteIndex, rng: &mut SplitMix, hot: &[AtomicU64]) -> Result<(), String> {
+fn read_once(
+    idx: &FerriteIndex,
+    rng: &mut SplitMix,
+    hot: &[AtomicU64],
+    long: bool,
+) -> Result<(), String> {
+    let key = |k| key(k, long);
     let p = if rng.below(2) == 0 {
         present(rng.below(PRESENT))
     } else {
@@ -123,7 +138,8 @@ fn read_once(idx: &FerriteIndex, rng: &mut SplitMix, hot: &[AtomicU64]) -> Resul
     }
 }
 
-fn race(idx: &FerriteIndex) {
+fn race(idx: &FerriteIndex, long: bool) {
+    let key = |k| key(k, long);
     for i in 0..PRESENT {
         assert!(idx.insert(&key(present(i)), &val(present(i))).unwrap());
     }
@@ -142,7 +158,7 @@ fn race(idx: &FerriteIndex) {
                     let mut rng = SplitMix(1000 + t);
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        if let Err(e) = read_once(idx, &mut rng, hot) {
+                        if let Err(e) = read_once(idx, &mut rng, hot, long) {
                             stop.store(true, Ordering::Relaxed);
                             panic!("after {n} reads: {e}");
                         }
@@ -154,7 +170,7 @@ fn race(idx: &FerriteIndex) {
             .collect();
         let writers: Vec<_> = (0..WRITERS)
             .map(|t| {
-                let (stop, barrier, hot) = (&stop, &barrier, &hot);
+                let (stop, barrier, hot, key) = (&stop, &barrier, &hot, &key);
                 s.spawn(move || {
                     barrier.wait();
                     // Writer t owns the churn keys j*GAP + o with o % WRITERS == t.
@@ -222,7 +238,16 @@ fn race(idx: &FerriteIndex) {
 fn readers_never_miss_keys_during_splits_and_unlinks() {
     let pool = Pool::create_volatile(256 << 20, &PoolOptions::default()).unwrap();
     let idx = FerriteIndex::open_or_create(&pool, "race").unwrap();
-    race(&idx);
+    race(&idx, false);
+    assert_eq!(idx.count() as u64, PRESENT);
+    idx.exhaust_and_account().unwrap();
+}
+
+#[test]
+fn readers_never_miss_long_keys_during_splits_and_unlinks() {
+    let pool = Pool::create_volatile(512 << 20, &PoolOptions::default()).unwrap();
+    let idx = FerriteIndex::open_or_create(&pool, "race").unwrap();
+    race(&idx, true);
     assert_eq!(idx.count() as u64, PRESENT);
     idx.exhaust_and_account().unwrap();
 }
@@ -230,5 +255,5 @@ fn readers_never_miss_keys_during_splits_and_unlinks() {
 #[test]
 fn readers_never_miss_keys_volatile_mode() {
     let idx = FerriteIndex::volatile(256 << 20).unwrap();
-    race(&idx);
+    race(&idx, false);
 }

@@ -304,7 +304,7 @@ impl FerriteIndex {
         // Inner change first: it is the step that may refuse (the separator
         // must sit in the level-0 node of both leaves), and while both leaves
         // are locked its order against the PM stores is invisible to readers.
-        if !s.remove(&low.to_vec(), rl.off, g) {
+        if !s.remove(&low.to_vec(), rl.off) {
             return false;
         }
         for (r, &slot) in raws.iter().zip(&slots) {
@@ -336,7 +336,7 @@ impl FerriteIndex {
         // change and the chain store is invisible to readers: one routed to this
         // leaf waits and then finds it obsolete, one routed to the predecessor
         // waits for the new `next`.
-        if !s.remove(&low, lk.lf.off, g) {
+        if !s.remove(&low, lk.lf.off) {
             return;
         }
         self.drop_from_chain(&mut plk, lk, g);
