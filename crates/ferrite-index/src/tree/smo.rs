@@ -153,7 +153,8 @@ impl FerriteIndex {
         // locked (the caller unlocks it): that is what lets a reader's check of
         // the level-0 node after taking the leaf's version catch this split (see
         // `Route::still_valid`).
-        self.inner.lock().insert(Sep::from_key(&split_key), off, g);
+        let sep = Sep::from_key(&split_key);
+        self.inner.lock().insert(sep, off, g);
         nl.lock_word().store(4, Ordering::Release);
         self.splits.fetch_add(1, Ordering::Relaxed);
         res.map(|()| placed)
