@@ -17,7 +17,8 @@
 //! modify — the level-0 node, plus each ancestor a split propagates into —
 //! keep every lock until all of them are modified, and install a new root with
 //! one atomic pointer store. The mutex keeps writer-vs-writer reasoning
-//! trivial (splits are 1 in ~12 inserts and short); readers and non-splitting
+//! trivial (splits are 1 in ~12 inserts and short; a writer spins on it
+//! briefly before blocking, see [`Inner::lock`]); readers and non-splitting
 //! writers never take it.
 //!
 //! Reclamation: nodes are never replaced or merged (a split keeps the left
