@@ -90,6 +90,9 @@ fn pip_install_then_pytest() {
         "pytest python/tests",
         Command::new(&python)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            // pytest's temporary directories inside target/, not in /tmp where
+            // pytest-of-USER would outlive the run.
+            .arg(format!("--basetemp={}", tmp.join("pytest").display()))
             .arg(here.join("tests"))
             .current_dir(tmp),
     );
