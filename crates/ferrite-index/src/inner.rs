@@ -24,9 +24,10 @@
 //! Reclamation: nodes are never replaced or merged (a split keeps the left
 //! half in place, the root only grows, a leaf removal never empties a node), so
 //! they live as long as the tree and are freed when it is dropped. What is
-//! replaced is a node's buffer of long separators (when it is full, by a
-//! compacted copy, see [`Longs`]); the old buffer is retired through `crossbeam-epoch`, so a
-//! pinned reader that still holds it never sees it freed.
+//! replaced is a node's buffer of long separators (by a compacted copy when
+//! it is full or the node splits, see [`Longs`]); the old buffer is retired
+//! through `crossbeam-epoch`, so a pinned reader that still holds it never
+//! sees it freed.
 //!
 //! Data fields are atomics read with `Relaxed` loads (plain `mov`s on x86): an
 //! optimistic reader may see them torn, which is fine because nothing read is
@@ -135,9 +136,9 @@ const KEYS: usize = FANOUT;
 /// buffer: separator `i`'s bytes start at `offs[i]` (its length is the node's
 /// `lens[i]`). An insert appends the new separator's bytes and shifts `offs`
 /// with the other slot fields; a removal or a split only moves offsets and
-/// leaves the old bytes behind as garbage. Only when the buffer is full does
-/// the writer build a new, compacted one (1.5 times the live bytes) and retire the
-/// old through the epoch. So a leaf split of a tree of long keys no longer
+/// leaves the old bytes behind as garbage. Only when the buffer is full, or
+/// the node splits, does the writer build a new, compacted one (1.5 times the
+/// live bytes) and retire the old through the epoch. So a leaf split of a tree of long keys no longer
 /// allocates, copies and (through the epoch, on whichever thread collects)
 /// frees a whole array: that cross-thread free serialised two inserting
 /// threads on the allocator's arena lock.
@@ -353,21 +354,23 @@ impl Node {
     }
 
     fn sep(&self, i: usize) -> Sep {
+        let len = self.lens[i].load(Mo::Relaxed);
         Sep {
             prefix: self.pairs[i].0.load(Mo::Relaxed),
-            len: self.lens[i].load(Mo::Relaxed),
-            full: (self.lens[i].load(Mo::Relaxed) > 8).then(|| Arc::from(self.full(i))),
+            len,
+            full: (len > 8).then(|| Arc::from(self.full(i))),
         }
     }
 
-    /// Copies slot `from` to slot `to` (writer).
+    /// Copies slot `from` to slot `to` (writer; `longs` is this node's
+    /// buffer, loaded once by the caller for all its moves).
     #[inline]
-    fn move_slot(&self, from: usize, to: usize) {
+    fn move_slot(&self, longs: Option<&Longs>, from: usize, to: usize) {
         let (p, c) = &self.pairs[from];
         self.pairs[to].0.store(p.load(Mo::Relaxed), Mo::Relaxed);
         self.pairs[to].1.store(c.load(Mo::Relaxed), Mo::Relaxed);
         self.lens[to].store(self.lens[from].load(Mo::Relaxed), Mo::Relaxed);
-        if let Some(l) = self.longs() {
+        if let Some(l) = longs {
             l.offs[to].store(l.offs[from].load(Mo::Relaxed), Mo::Relaxed);
         }
     }
@@ -383,7 +386,9 @@ impl Node {
                 return;
             }
         }
-        let new = self.compacted(live.filter(|&j| j != i).map(|j| (j, j)), bytes.len());
+        let new = self
+            .compacted(live.filter(|&j| j != i).map(|j| (j, j)), bytes.len())
+            .expect("room for the new separator");
         let off = new.push(bytes).expect("sized for the live bytes");
         new.offs[i].store(off, Mo::Relaxed);
         self.set_longs(Some(new), g);
@@ -393,25 +398,26 @@ impl Node {
     /// (from this node's slot, to the new buffer's), with room for `extra`
     /// bytes: half as much again as it must hold, so appends go on for a
     /// while before the next compaction (twice measured no faster and held
-    /// more DRAM).
+    /// more DRAM). None when there is nothing to hold.
     fn compacted(
         &self,
-        moves: impl Iterator<Item = (usize, usize)> + Clone,
+        moves: impl Iterator<Item = (usize, usize)>,
         extra: usize,
-    ) -> Longs {
-        let long = |&(from, _): &(usize, usize)| self.lens[from].load(Mo::Relaxed) > 8;
-        let need = moves
-            .clone()
-            .filter(long)
-            .map(|(from, _)| self.lens[from].load(Mo::Relaxed) as usize)
-            .sum::<usize>()
-            + extra;
+    ) -> Option<Longs> {
+        let long: Vec<(usize, usize, usize)> = moves
+            .map(|(from, to)| (from, to, self.lens[from].load(Mo::Relaxed) as usize))
+            .filter(|&(_, _, len)| len > 8)
+            .collect();
+        let need = long.iter().map(|&(_, _, len)| len).sum::<usize>() + extra;
+        if need == 0 {
+            return None;
+        }
         let new = Longs::with_capacity(need + need / 2);
-        for (from, to) in moves.filter(long) {
+        for (from, to, _) in long {
             let off = new.push(self.full(from)).expect("sized for the live bytes");
             new.offs[to].store(off, Mo::Relaxed);
         }
-        new
+        Some(new)
     }
 
     /// Publishes a new long-separator buffer (or none) and retires the old.
@@ -425,8 +431,9 @@ impl Node {
     fn insert_at(&self, i: usize, s: Sep, kid: usize, g: Option<&Guard>) {
         let n = self.n.load(Mo::Relaxed);
         assert!(n < KEYS, "node overflow");
+        let longs = self.longs();
         for j in (i..n).rev() {
-            self.move_slot(j, j + 1);
+            self.move_slot(longs, j, j + 1);
         }
         self.pairs[i].0.store(s.prefix, Mo::Relaxed);
         self.pairs[i].1.store(kid, Mo::Relaxed);
@@ -441,8 +448,9 @@ impl Node {
     /// A long separator's bytes stay in the buffer until it is compacted.
     fn remove_at(&self, i: usize) {
         let n = self.n.load(Mo::Relaxed);
+        let longs = self.longs();
         for j in i + 1..n {
-            self.move_slot(j, j - 1);
+            self.move_slot(longs, j, j - 1);
         }
         self.n.store(n - 1, Mo::Relaxed);
     }
@@ -468,15 +476,8 @@ impl Node {
             right.lens[j].store(self.lens[mid + 1 + j].load(Mo::Relaxed), Mo::Relaxed);
         }
         if self.longs().is_some() {
-            let has_long = |r: std::ops::Range<usize>| {
-                r.into_iter().any(|j| self.lens[j].load(Mo::Relaxed) > 8)
-            };
-            if has_long(mid + 1..n) {
-                let r = self.compacted((0..rn).map(|j| (mid + 1 + j, j)), 0);
-                right.set_longs(Some(r), None);
-            }
-            let l = has_long(0..mid).then(|| self.compacted((0..mid).map(|j| (j, j)), 0));
-            self.set_longs(l, Some(g));
+            right.set_longs(self.compacted((0..rn).map(|j| (mid + 1 + j, j)), 0), None);
+            self.set_longs(self.compacted((0..mid).map(|j| (j, j)), 0), Some(g));
         }
         right.n.store(rn, Mo::Relaxed);
         self.n.store(mid, Mo::Relaxed);
@@ -657,21 +658,18 @@ impl Inner {
     /// for a wake-up that costs several times that (`std`'s own spin before
     /// sleeping is shorter than the hold).
     pub fn lock(&self) -> Smo<'_> {
-        for _ in 0..SMO_SPINS {
-            match self.smo.try_lock() {
-                Ok(m) => return Smo { inner: self, _m: m },
-                Err(std::sync::TryLockError::Poisoned(e)) => {
-                    return Smo {
-                        inner: self,
-                        _m: e.into_inner(),
-                    }
-                }
-                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+        use std::sync::TryLockError;
+        let spun = (0..SMO_SPINS).find_map(|_| match self.smo.try_lock() {
+            Ok(m) => Some(m),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                std::hint::spin_loop();
+                None
             }
-        }
+        });
         Smo {
             inner: self,
-            _m: self.smo.lock().unwrap_or_else(|e| e.into_inner()),
+            _m: spun.unwrap_or_else(|| self.smo.lock().unwrap_or_else(|e| e.into_inner())),
         }
     }
 }
