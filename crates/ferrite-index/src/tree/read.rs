@@ -40,7 +40,9 @@ impl ValueRef<'_> {
 /// being distinct) and value word; and the leaf's scan-order hint, unchecked.
 pub(super) struct NarrowLeaf {
     pub words: [u128; SLOTS],
-    pub vals: [u64; SLOTS],
+    /// By slot; 32 entries so that any 5-bit slot number indexes it without
+    /// a bounds check.
+    pub vals: [u64; 32],
     pub mask: u32,
     pub hint: [u64; 2],
 }
@@ -49,7 +51,7 @@ impl Default for NarrowLeaf {
     fn default() -> Self {
         NarrowLeaf {
             words: [0; SLOTS],
-            vals: [0; SLOTS],
+            vals: [0; 32],
             mask: 0,
             hint: [0; 2],
         }
@@ -157,27 +159,29 @@ impl FerriteIndex {
         let Some(v) = self.read_begin(lf) else {
             return Narrow::Retry;
         };
-        out.mask = 0;
+        // Every slot is read, valid or not, without a branch per entry: the
+        // valid ones are in `mask` and nothing else is used.
         let h = lf.hdrs();
+        let (mut mask, mut wide) = (0u32, false);
         for (l, &hl) in h.iter().enumerate() {
-            let mut valid = hdr_valid(hl);
-            while valid != 0 {
-                let s = valid.trailing_zeros() as usize;
-                valid &= valid - 1;
+            mask |= hdr_valid(hl) << (l * PER_LINE);
+            for s in 0..PER_LINE {
                 let d = hdr_desc(hl, s);
                 let (kc, vc) = (kcode(d), vcode(d));
-                if kc as usize > INLINE_MAX || vc as usize > INLINE_MAX {
-                    // Wide, out-of-line or torn: the general path decides.
-                    return Narrow::Mixed;
-                }
+                wide |= hdr_valid(hl) >> s & 1 == 1
+                    && (kc as usize > INLINE_MAX) | (vc as usize > INLINE_MAX);
                 let slot = l * PER_LINE + s;
                 out.words[slot] = (u128::from(lf.key_word(slot)) << 64)
                     | (u128::from(kc) << 16)
                     | (u128::from(vc) << 8)
                     | slot as u128;
                 out.vals[slot] = lf.val_word(slot);
-                out.mask |= 1 << slot;
             }
+        }
+        out.mask = mask;
+        if wide {
+            // Wide, out-of-line or torn: the general path decides.
+            return Narrow::Mixed;
         }
         out.hint = lf.order_hint();
         let next = lf.next();

@@ -131,7 +131,7 @@ impl FerriteIndex {
                             continue;
                         }
                         let (kw, klen, vlen) = ((w >> 64) as u64, (w >> 16) as u8, (w >> 8) as u8);
-                        let vw = narrow.vals[w as u8 as usize % SLOTS];
+                        let vw = narrow.vals[w as usize & 31];
                         f.inline(kw, klen as usize, vw, vlen as usize);
                         done += 1;
                         last = Some((kw, klen));
