@@ -164,12 +164,13 @@ impl FerriteIndex {
         let h = lf.hdrs();
         let (mut mask, mut wide) = (0u32, false);
         for (l, &hl) in h.iter().enumerate() {
-            mask |= hdr_valid(hl) << (l * PER_LINE);
+            let valid = hdr_valid(hl);
+            mask |= valid << (l * PER_LINE);
             for s in 0..PER_LINE {
                 let d = hdr_desc(hl, s);
                 let (kc, vc) = (kcode(d), vcode(d));
-                wide |= hdr_valid(hl) >> s & 1 == 1
-                    && (kc as usize > INLINE_MAX) | (vc as usize > INLINE_MAX);
+                wide |=
+                    valid >> s & 1 == 1 && (kc as usize > INLINE_MAX) | (vc as usize > INLINE_MAX);
                 let slot = l * PER_LINE + s;
                 out.words[slot] = (u128::from(lf.key_word(slot)) << 64)
                     | (u128::from(kc) << 16)
