@@ -38,7 +38,9 @@ def fmt(v):
 
 
 def floor(d):
-    """Ops/s bounds per operation kind from the floor reports, in Mops."""
+    """Ops/s bounds per operation kind from the floor reports, in Mops: the
+    issue's floor (one read of the leaf; then one barrier), and the same with
+    the route's miss before it (`route`: route-then-leaf, then one barrier)."""
     mem = load(os.path.join(d, "floor-memory.json"))
     per = load(os.path.join(d, "floor-persist.json"))
     if not mem or not per:
@@ -47,6 +49,8 @@ def floor(d):
                  and r["variant"].startswith("pool") and r.get("param") == "uniform"), None)
     dram = next((r["mops"] for r in mem["results"] if r["bench"] == "dependent-read"
                  and r["variant"].startswith("dram-4k") and r.get("param") == "uniform"), None)
+    route = next((r["mops"] for r in mem["results"] if r["bench"] == "route-then-leaf"
+                  and r["variant"].startswith("pool")), None)
     persist = next((r["mops"] for r in per["results"] if r["bench"] == "random"
                     and r["variant"] == "clwb"), None)
     if not read or not persist:
@@ -60,6 +64,33 @@ def floor(d):
         f"an insert or update one read then one barrier ({fmt(write)} Mops/s); "
         f"`ferrite bench memory` and `ferrite bench persist`, same machine, same session."
     ]
+    if route:
+        route_write = 1.0 / (1.0 / route + 1.0 / persist)
+        f["route"] = {"lookup": route, "update": route_write, "insert": route_write}
+        notes.append(
+            f"route floor: a random read of 16 MiB of DRAM (an inner node) then the leaf's "
+            f"{1e3 / route:.0f} ns: a lookup whose lowest inner level misses the cache cannot beat "
+            f"{fmt(route)} Mops/s, an insert or update {fmt(route_write)} Mops/s (column "
+            f"\"ours / route floor\")."
+        )
+    seen = []
+    for name, when in (("floor-cache.json", "before the figures"), ("floor-cache-after.json", "after them")):
+        cache = load(os.path.join(d, name))
+        if not cache:
+            continue
+        env_ = cache.get("environment", {})
+        eff = env_.get("effective_cache_bytes_dram_huge_pages")
+        llc = env_.get("reported_llc_bytes")
+        seen.append((when, eff, llc))
+    if seen:
+        llc = next((x[2] for x in seen if x[2]), None)
+        parts = [f"{eff / 2**20:.1f} MiB {when}" if eff else f"none {when}" for when, eff, _ in seen]
+        notes.append(
+            "cache: a dependent reader got " + ", ".join(parts)
+            + " (`ferrite bench cache`: the largest region read in under half the DRAM latency)"
+            + (f"; the CPU reports a {llc / 2**20:.0f} MiB last-level cache" if llc else "")
+            + "."
+        )
     return f, notes
 
 
@@ -79,7 +110,8 @@ def figure(d, stem, fl):
             cells.append(c)
     ours = [n for n in names if n in OURS]
     peers = [n for n in names if n not in OURS and n not in BASELINES]
-    head = ["op", "t"] + names + ["best correct peer", "ours / best", "ours / best on-CPU", "ours / floor"]
+    head = ["op", "t"] + names + ["best correct peer", "ours / best", "ours / best on-CPU", "ours / floor",
+                                 "ours / route floor"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (b, t) in cells:
         row = [b, str(t)]
@@ -103,6 +135,8 @@ def figure(d, stem, fl):
         row.append(f"{o[1] / best_cpu[0]:.2f}x" if (o and o[1] and best_cpu) else "-")
         fk = fl.get(b) if fl else None
         row.append(f"{o[0] / fk:.2f}" if (o and fk and t == 1) else "-")
+        rk = fl.get("route", {}).get(b) if fl else None
+        row.append(f"{o[0] / rk:.2f}" if (o and rk and t == 1) else "-")
         out.append("| " + " | ".join(row) + " |")
     w = r.get("environment", {})
     out.append("")

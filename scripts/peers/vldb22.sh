@@ -92,9 +92,18 @@ for f in $FIGURES; do
         # This machine's floor: dependent reads and persist barriers.
         floor) log "floor: ferrite bench memory / persist"
                "$FERRITE" bench memory --pool-dir "$POOL_DIR" --out "$OUT" --json >"$OUT/floor-memory.json" 2>"$OUT/floor-memory.err"
-               "$FERRITE" bench persist --pool-dir "$POOL_DIR" --out "$OUT" --json >"$OUT/floor-persist.json" 2>"$OUT/floor-persist.err" ;;
+               "$FERRITE" bench persist --pool-dir "$POOL_DIR" --out "$OUT" --json >"$OUT/floor-persist.json" 2>"$OUT/floor-persist.err"
+               "$FERRITE" bench cache --pool-dir "$POOL_DIR" --out "$OUT" --json >"$OUT/floor-cache.json" 2>"$OUT/floor-cache.err" ;;
         *) log "unknown figure $f" ;;
     esac
 done
+# The cache a dependent reader gets changes over minutes on a shared host
+# (3 to 12 MiB within half an hour on the AMD EPYC machine): measured again
+# after the figures, so the summary shows what the runs had between the two.
+case " $FIGURES " in
+    *" floor "*) log "cache after the figures: ferrite bench cache"
+                 "$FERRITE" bench cache --pool-dir "$POOL_DIR" --out "$OUT/cache-after" --json \
+                     >"$OUT/floor-cache-after.json" 2>"$OUT/floor-cache-after.err" ;;
+esac
 python3 "$here/summary.py" "$OUT" >"$OUT/summary.md" && log "summary: $OUT/summary.md"
 log "results in $OUT"

@@ -394,6 +394,52 @@ fn check_verifies_elf_objects_without_modifying_the_pool() {
 }
 
 #[test]
+fn cache_bench_sweeps_region_sizes_and_names_the_effective_cache() {
+    let out = Tmp::new("cachebench-out");
+    let o = ferrite(&[
+        "bench",
+        "cache",
+        "--max-region",
+        "2M",
+        "--ops",
+        "20000",
+        "--out",
+        out.s(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rs = v["results"].as_array().unwrap();
+    // 64K..2M (64, 128, 256, 384, 512, 768 KiB, 1, 1.5, 2 MiB), huge and 4 KiB pages.
+    assert_eq!(rs.len(), 18);
+    let sizes: Vec<u64> = rs.iter().filter_map(|r| r["param"].as_u64()).collect();
+    assert_eq!(sizes.len(), 18);
+    assert_eq!(*sizes.iter().max().unwrap(), 2 << 20);
+    for r in rs {
+        assert!(r["ns_per_op"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    let notes = v["notes"].as_array().unwrap();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("effective cache")
+                || n.as_str().unwrap().contains("no region")),
+        "{notes:?}"
+    );
+    assert!(std::path::Path::new(out.s()).join("cache.svg").exists());
+    std::fs::remove_dir_all(out.s()).unwrap();
+    for (args, msg) in [
+        (&["--max-region", "512K"][..], "at least 1M"),
+        (&["--max-region", "100T"][..], "quarter of this machine"),
+        (&["--ops", "10"][..], "--ops must be"),
+    ] {
+        let bad = ferrite(&[&["bench", "cache"][..], args].concat());
+        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+        assert!(stderr(&bad).contains(msg), "{}", stderr(&bad));
+    }
+}
+
+#[test]
 fn memory_floor_bench_reports_every_cell() {
     let out = Tmp::new("membench-out");
     let o = ferrite(&[
@@ -410,12 +456,17 @@ fn memory_floor_bench_reports_every_cell() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rs = v["results"].as_array().unwrap();
-    // 3 regions (pool, DRAM 4 KiB, DRAM huge pages) x 3 patterns.
-    assert_eq!(rs.len(), 9);
+    // 3 regions (pool, DRAM 4 KiB, DRAM huge pages) x 4 patterns.
+    assert_eq!(rs.len(), 12);
     for r in rs {
         assert!(r["mops"].as_f64().unwrap() > 0.0, "{r}");
         assert!(r["ns_per_op"].as_f64().unwrap() > 0.0, "{r}");
     }
+    let route: Vec<_> = rs
+        .iter()
+        .filter(|r| r["bench"] == "route-then-leaf")
+        .collect();
+    assert_eq!(route.len(), 3, "one route-then-leaf cell per region");
     assert!(std::path::Path::new(out.s()).join("memory.svg").exists());
     std::fs::remove_dir_all(out.s()).unwrap();
     for (args, msg) in [

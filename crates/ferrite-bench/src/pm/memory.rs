@@ -7,6 +7,13 @@
 //! leaves whose addresses it knows up front: *independent* reads that overlap.
 //! The numbers here bound what any index (Ferrite's or a peer's) can reach with
 //! one thread: `1000 / ns` million dependent reads per second.
+//!
+//! A tree index also cannot find the leaf before it has read the inner node
+//! that points to it: *route-then-leaf* chains one random read of a DRAM
+//! region the size of a 10 M-record index's lowest inner level (16 MiB) and
+//! one of the leaf region. Whether that first read is a cache hit depends on
+//! how much cache the machine really gives a dependent reader, which
+//! `ferrite bench cache` measures.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,6 +25,10 @@ use serde_json::json;
 
 use crate::index::workload::{scramble, Distribution, IdGen, Rng};
 use crate::{env, BenchError, BenchOutput, Result};
+
+/// Bytes of the inner-node region of the route-then-leaf chain: about the
+/// lowest inner level of a 10 M-record index (Ferrite's takes ~19 MiB).
+pub const NODE_REGION: usize = 16 << 20;
 
 /// What `memory` measures.
 #[derive(Debug, Clone)]
@@ -31,13 +42,13 @@ pub struct MemoryConfig {
 }
 
 /// An anonymous mapping (DRAM), optionally advised to use huge pages.
-struct Anon {
-    ptr: *mut u8,
+pub(super) struct Anon {
+    pub(super) ptr: *mut u8,
     len: usize,
 }
 
 impl Anon {
-    fn new(len: usize, huge: bool) -> Result<Anon> {
+    pub(super) fn new(len: usize, huge: bool) -> Result<Anon> {
         // SAFETY: a fresh private anonymous mapping; no existing memory is affected.
         let p = unsafe {
             libc::mmap(
@@ -81,7 +92,12 @@ impl Drop for Anon {
 ///
 /// # Safety
 /// `base..base+len` must be writable memory owned by the caller.
-unsafe fn dependent(base: *mut u8, len: usize, ops: u64, dist: Distribution) -> (f64, f64) {
+pub(super) unsafe fn dependent(
+    base: *mut u8,
+    len: usize,
+    ops: u64,
+    dist: Distribution,
+) -> (f64, f64) {
     let lines = (len / 64) as u64;
     // SAFETY: the region is ours (caller); zero it so every read returns 0.
     unsafe { std::ptr::write_bytes(base, 0, len) };
@@ -96,6 +112,44 @@ unsafe fn dependent(base: *mut u8, len: usize, ops: u64, dist: Distribution) -> 
         let at = l as usize * 64 + v as usize;
         // SAFETY: l < lines and v == 0, so the word is inside the region.
         v = unsafe { (base.add(at) as *const u64).read_volatile() };
+    }
+    std::hint::black_box(v);
+    t.per_op(ops)
+}
+
+/// Times `ops` chains of two dependent reads: a random line of the node
+/// region, then (its value added to the address, always 0) a random line of
+/// `base..base+len`, whose value feeds the next chain's first address. The
+/// route of a tree lookup followed by its leaf. ns per chain (wall, on-CPU).
+///
+/// # Safety
+/// `base..base+len` and `node..node+node_len` must be writable memory owned by
+/// the caller, not overlapping.
+unsafe fn route_then_leaf(
+    node: *mut u8,
+    node_len: usize,
+    base: *mut u8,
+    len: usize,
+    ops: u64,
+) -> (f64, f64) {
+    // SAFETY: both regions are ours (caller); zero them so every read returns 0.
+    unsafe {
+        std::ptr::write_bytes(node, 0, node_len);
+        std::ptr::write_bytes(base, 0, len);
+    }
+    let (nl, ll) = ((node_len / 64) as u64, (len / 64) as u64);
+    let mut rng = SplitMix(0x7007e);
+    let seq: Vec<(u32, u32)> = (0..ops)
+        .map(|_| (rng.below(nl) as u32, rng.below(ll) as u32))
+        .collect();
+    let mut v = 0u64;
+    let t = Timer::start();
+    for &(n, l) in &seq {
+        // SAFETY: n < nl, l < ll and v == 0: both words are inside their regions.
+        unsafe {
+            v = (node.add(n as usize * 64 + v as usize) as *const u64).read_volatile();
+            v = (base.add(l as usize * 64 + v as usize) as *const u64).read_volatile();
+        }
     }
     std::hint::black_box(v);
     t.per_op(ops)
@@ -153,23 +207,27 @@ unsafe fn leaf_groups(
     t.per_op(groups)
 }
 
-/// The three measurements on one region: (uniform, selfsimilar 0.2, leaf groups).
+/// The four measurements on one region: (uniform, selfsimilar 0.2, leaf
+/// groups, route then leaf through `node`).
 ///
 /// # Safety
-/// `base..base+len` must be writable memory owned by the caller.
+/// `base..base+len` must be writable memory owned by the caller, and `node`
+/// a writable [`NODE_REGION`]-byte region apart from it.
 unsafe fn measure(
     base: *mut u8,
     len: usize,
+    node: *mut u8,
     ops: u64,
     group: usize,
     leaf_lines: usize,
-) -> [(f64, f64); 3] {
+) -> [(f64, f64); 4] {
     // SAFETY: forwarded contract.
     unsafe {
         [
             dependent(base, len, ops, Distribution::Uniform),
             dependent(base, len, ops, Distribution::SelfSimilar(0.2)),
             leaf_groups(base, len, ops, group, leaf_lines),
+            route_then_leaf(node, NODE_REGION, base, len, ops),
         ]
     }
 }
@@ -205,21 +263,26 @@ pub fn memory(a: &MemoryConfig) -> Result<BenchOutput> {
     let heap_id = pool.create_object("memory-bench", "ferrite.bench")?;
     let (heap, _) = pool.open_heap(heap_id, |_| Ok(()))?;
     let off = heap.alloc(len)?;
-    let mut cells: Vec<(String, [(f64, f64); 3])> = Vec::new();
-    // SAFETY: the block is ours, `len` bytes long and mapped.
-    let m = unsafe { measure(pool.at(off, len), len, a.ops, group, leaf_lines) };
+    // Inner nodes live in DRAM on huge pages (`ferrite_index::arena`).
+    let nodes = Anon::new(NODE_REGION, true)?;
+    let mut cells: Vec<(String, [(f64, f64); 4])> = Vec::new();
+    // SAFETY: the block is ours, `len` bytes long and mapped; the node region
+    // is a separate mapping of NODE_REGION bytes.
+    let m = unsafe { measure(pool.at(off, len), len, nodes.ptr, a.ops, group, leaf_lines) };
     cells.push((format!("pool ({})", pool.durability().name()), m));
     for (name, huge) in [("dram-4k-pages", false), ("dram-huge-pages", true)] {
         let anon = Anon::new(len, huge)?;
-        // SAFETY: the mapping is ours and `len` bytes long.
-        let m = unsafe { measure(anon.ptr, len, a.ops, group, leaf_lines) };
+        // SAFETY: the mapping is ours and `len` bytes long; so is the node region.
+        let m = unsafe { measure(anon.ptr, len, nodes.ptr, a.ops, group, leaf_lines) };
         cells.push((name.to_string(), m));
     }
+    let node_mib = NODE_REGION >> 20;
     for (name, m) in &cells {
         for (bench, param, ns) in [
             ("dependent-read", json!("uniform"), m[0]),
             ("dependent-read", json!("selfsimilar-0.2"), m[1]),
             ("scan-leaves", json!(group), m[2]),
+            ("route-then-leaf", json!(format!("{node_mib}M-nodes")), m[3]),
         ] {
             r.results.push(
                 BenchResult::new(bench, name, Some(param), 1, 1e3 / ns.0)
@@ -238,10 +301,17 @@ pub fn memory(a: &MemoryConfig) -> Result<BenchOutput> {
         "scan-leaves: {group} random {}-byte leaves read with independent loads (a 100-record scan); Mops/s counts groups",
         64 * leaf_lines
     ));
+    r.notes.push(format!(
+        "route-then-leaf: a random read of {node_mib} MiB of DRAM on huge pages (an inner node; a \
+         10 M-record index's lowest inner level takes about that), then a dependent random read of \
+         the region (its leaf): the two misses a tree lookup cannot avoid when its inner nodes do \
+         not fit the cache a dependent reader gets (`ferrite bench cache`)"
+    ));
     let cats = vec![
         "dependent read, uniform".to_string(),
         "dependent read, selfsimilar 0.2".to_string(),
         format!("{group} leaves, independent"),
+        format!("route ({node_mib} MiB DRAM), then leaf"),
     ];
     let series: Vec<(String, Vec<f64>)> = cells
         .iter()

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use ferrite_bench::index::suite::{self, IndexBenchConfig, Progress};
-use ferrite_bench::pm::{AllocConfig, MemoryConfig, PersistConfig};
+use ferrite_bench::pm::{AllocConfig, CacheConfig, MemoryConfig, PersistConfig};
 use ferrite_bench::{BenchError, BenchOutput};
 use ferrite_pm::persist;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -38,6 +38,8 @@ pub enum BenchWhat {
     Alloc(AllocArgs),
     /// Latency floor: dependent and independent random reads, pool vs DRAM
     Memory(MemoryArgs),
+    /// How much cache a dependent reader gets: read latency over region size
+    Cache(CacheArgs),
     /// Failure-atomic logs over entry size (thesis Fig. 8)
     Log(pmio::PmioBenchArgs),
     /// Page propagation: CoW vs micro log over dirty lines (thesis Fig. 7)
@@ -258,6 +260,18 @@ pub struct MemoryArgs {
     pub io: BenchIo,
 }
 
+#[derive(Args, Debug)]
+pub struct CacheArgs {
+    /// Largest region of the sweep (64K up to this size, a midpoint per doubling)
+    #[arg(long, value_parser = parse_size, default_value = "64M")]
+    pub max_region: u64,
+    /// Reads per region
+    #[arg(long, default_value_t = 2_000_000)]
+    pub ops: u64,
+    #[command(flatten)]
+    pub io: BenchIo,
+}
+
 /// Where a benchmark puts its pool and its results (shared flags).
 #[derive(Args, Debug)]
 pub struct BenchIo {
@@ -331,6 +345,14 @@ pub fn run(a: BenchArgs) -> Result<i32> {
                 &a.io,
                 "memory",
             )
+        }
+        Some(BenchWhat::Cache(a)) => {
+            let c = CacheConfig {
+                max_region: a.max_region,
+                ops: a.ops,
+                pool_dir: a.io.pool_dir.clone(),
+            };
+            finish(ferrite_bench::pm::cache(&c).map_err(lift)?, &a.io, "cache")
         }
         Some(BenchWhat::Log(a)) => pmio::run_bench("log", a),
         Some(BenchWhat::Page(a)) => pmio::run_bench("page", a),
