@@ -393,22 +393,32 @@ fn check_verifies_elf_objects_without_modifying_the_pool() {
     assert!(stdout(&o).contains("CORRUPT"));
 }
 
-#[test]
-fn cache_bench_sweeps_region_sizes_and_names_the_effective_cache() {
-    let out = Tmp::new("cachebench-out");
-    let o = ferrite(&[
-        "bench",
-        "cache",
-        "--max-region",
-        "2M",
-        "--ops",
-        "20000",
-        "--out",
-        out.s(),
-        "--json",
-    ]);
+/// Runs `ferrite bench SUB ARGS --out DIR --json`, checks it succeeded and
+/// wrote `SUB.svg`, and returns the report (DIR is removed).
+fn bench_json(sub: &str, args: &[&str]) -> serde_json::Value {
+    let out = Tmp::new(&format!("{sub}bench-out"));
+    let o = ferrite(&[&["bench", sub][..], args, &["--out", out.s(), "--json"]].concat());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(std::path::Path::new(out.s())
+        .join(format!("{sub}.svg"))
+        .exists());
+    std::fs::remove_dir_all(out.s()).unwrap();
+    v
+}
+
+/// `ferrite bench SUB` with each set of flags exits 1 with its message.
+fn bench_rejects(sub: &str, cases: &[(&[&str], &str)]) {
+    for (args, msg) in cases {
+        let bad = ferrite(&[&["bench", sub][..], args].concat());
+        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+        assert!(stderr(&bad).contains(msg), "{}", stderr(&bad));
+    }
+}
+
+#[test]
+fn cache_bench_sweeps_region_sizes_and_names_the_effective_cache() {
+    let v = bench_json("cache", &["--max-region", "2M", "--ops", "20000"]);
     let rs = v["results"].as_array().unwrap();
     // 64K..2M (64, 128, 256, 384, 512, 768 KiB, 1, 1.5, 2 MiB), huge and 4 KiB pages.
     assert_eq!(rs.len(), 18);
@@ -426,35 +436,19 @@ fn cache_bench_sweeps_region_sizes_and_names_the_effective_cache() {
                 || n.as_str().unwrap().contains("no region")),
         "{notes:?}"
     );
-    assert!(std::path::Path::new(out.s()).join("cache.svg").exists());
-    std::fs::remove_dir_all(out.s()).unwrap();
-    for (args, msg) in [
-        (&["--max-region", "512K"][..], "at least 1M"),
-        (&["--max-region", "100T"][..], "quarter of this machine"),
-        (&["--ops", "10"][..], "--ops must be"),
-    ] {
-        let bad = ferrite(&[&["bench", "cache"][..], args].concat());
-        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
-        assert!(stderr(&bad).contains(msg), "{}", stderr(&bad));
-    }
+    bench_rejects(
+        "cache",
+        &[
+            (&["--max-region", "512K"], "at least 1M"),
+            (&["--max-region", "100T"], "quarter of this machine"),
+            (&["--ops", "10"], "--ops must be"),
+        ],
+    );
 }
 
 #[test]
 fn memory_floor_bench_reports_every_cell() {
-    let out = Tmp::new("membench-out");
-    let o = ferrite(&[
-        "bench",
-        "memory",
-        "--region",
-        "4M",
-        "--ops",
-        "20000",
-        "--out",
-        out.s(),
-        "--json",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = bench_json("memory", &["--region", "4M", "--ops", "20000"]);
     let rs = v["results"].as_array().unwrap();
     // 3 regions (pool, DRAM 4 KiB, DRAM huge pages) x 4 patterns.
     assert_eq!(rs.len(), 12);
@@ -467,15 +461,12 @@ fn memory_floor_bench_reports_every_cell() {
         .filter(|r| r["bench"] == "route-then-leaf")
         .collect();
     assert_eq!(route.len(), 3, "one route-then-leaf cell per region");
-    assert!(std::path::Path::new(out.s()).join("memory.svg").exists());
-    std::fs::remove_dir_all(out.s()).unwrap();
-    for (args, msg) in [
-        (&["--region", "4K"][..], "at least 1M"),
-        (&["--region", "100T"][..], "quarter of this machine"),
-        (&["--ops", "0"][..], "--ops must be"),
-    ] {
-        let bad = ferrite(&[&["bench", "memory"][..], args].concat());
-        assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
-        assert!(stderr(&bad).contains(msg), "{}", stderr(&bad));
-    }
+    bench_rejects(
+        "memory",
+        &[
+            (&["--region", "4K"], "at least 1M"),
+            (&["--region", "100T"], "quarter of this machine"),
+            (&["--ops", "0"], "--ops must be"),
+        ],
+    );
 }

@@ -16,7 +16,7 @@ use serde_json::json;
 
 use ferrite_report::{chart, BenchResult};
 
-use super::memory::{dependent, Anon};
+use super::memory::{dependent, within_memory, Anon};
 use crate::index::workload::Distribution;
 use crate::{env, BenchError, BenchOutput, Result};
 
@@ -95,16 +95,7 @@ pub fn cache(a: &CacheConfig) -> Result<BenchOutput> {
             1u64 << 28
         )));
     }
-    // SAFETY: sysconf has no memory effects.
-    let phys = unsafe {
-        libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
-    };
-    if phys != 0 && a.max_region > phys / 4 {
-        return Err(BenchError::Options(format!(
-            "--max-region is more than a quarter of this machine's {} MiB of memory",
-            phys >> 20
-        )));
-    }
+    within_memory("--max-region", a.max_region)?;
     let sizes: Vec<u64> = SIZES_KIB
         .iter()
         .map(|k| k << 10)

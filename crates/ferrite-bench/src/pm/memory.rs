@@ -239,17 +239,7 @@ pub fn memory(a: &MemoryConfig) -> Result<BenchOutput> {
     // The region is touched twice over (pool and DRAM copies exist one after
     // the other) and the read sequence takes 4 bytes per read: keep both well
     // inside physical memory rather than let the OOM killer answer.
-    // SAFETY: sysconf has no memory effects.
-    let phys = unsafe {
-        libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
-    };
-    ensure(phys == 0 || a.region <= phys / 4, || {
-        format!(
-            "--region {} is more than a quarter of this machine's {} of memory",
-            human(a.region),
-            human(phys)
-        )
-    })?;
+    within_memory("--region", a.region)?;
     ensure((1..=1 << 28).contains(&a.ops), || {
         format!("--ops must be between 1 and {}", 1u64 << 28)
     })?;
@@ -323,6 +313,22 @@ pub fn memory(a: &MemoryConfig) -> Result<BenchOutput> {
         report: r,
         svg,
         extra_cols: vec!["ns_per_op", "ns_per_op_cpu"],
+    })
+}
+
+/// Refuses a region of more than a quarter of physical memory (`flag` names
+/// it in the message): better an error than the OOM killer.
+pub(super) fn within_memory(flag: &str, bytes: u64) -> Result<()> {
+    // SAFETY: sysconf has no memory effects.
+    let phys = unsafe {
+        libc::sysconf(libc::_SC_PHYS_PAGES) as u64 * libc::sysconf(libc::_SC_PAGESIZE) as u64
+    };
+    ensure(phys == 0 || bytes <= phys / 4, || {
+        format!(
+            "{flag} {} is more than a quarter of this machine's {} of memory",
+            human(bytes),
+            human(phys)
+        )
     })
 }
 
