@@ -420,10 +420,11 @@ fn bench_rejects(sub: &str, cases: &[(&[&str], &str)]) {
 fn cache_bench_sweeps_region_sizes_and_names_the_effective_cache() {
     let v = bench_json("cache", &["--max-region", "2M", "--ops", "20000"]);
     let rs = v["results"].as_array().unwrap();
-    // 64K..2M (64, 128, 256, 384, 512, 768 KiB, 1, 1.5, 2 MiB), huge and 4 KiB pages.
-    assert_eq!(rs.len(), 18);
+    // 64K..2M (64, 96, 128, 192, 256, 384, 512, 768 KiB, 1, 1.5, 2 MiB), huge
+    // and 4 KiB pages.
+    assert_eq!(rs.len(), 22);
     let sizes: Vec<u64> = rs.iter().filter_map(|r| r["param"].as_u64()).collect();
-    assert_eq!(sizes.len(), 18);
+    assert_eq!(sizes.len(), 22);
     assert_eq!(*sizes.iter().max().unwrap(), 2 << 20);
     for r in rs {
         assert!(r["ns_per_op"].as_f64().unwrap() > 0.0, "{r}");

@@ -31,11 +31,20 @@ pub struct CacheConfig {
     pub pool_dir: std::path::PathBuf,
 }
 
-/// Region sizes of the sweep, in KiB: doubling with a midpoint per octave.
-const SIZES_KIB: [u64; 20] = [
-    64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576,
-    32768, 49152, 65536, 131072,
-];
+/// Region sizes of the sweep: from 64 KiB, doubling with a midpoint per
+/// octave, up to `max` bytes.
+pub fn sweep_sizes(max: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut s = 64u64 << 10;
+    while s <= max {
+        out.push(s);
+        if s / 2 * 3 <= max {
+            out.push(s / 2 * 3);
+        }
+        s *= 2;
+    }
+    out
+}
 
 /// The largest region whose read costs less than half of the largest
 /// region's, given (bytes, ns) by increasing size; `None` for fewer than two
@@ -96,11 +105,7 @@ pub fn cache(a: &CacheConfig) -> Result<BenchOutput> {
         )));
     }
     within_memory("--max-region", a.max_region)?;
-    let sizes: Vec<u64> = SIZES_KIB
-        .iter()
-        .map(|k| k << 10)
-        .filter(|&b| b <= a.max_region)
-        .collect();
+    let sizes = sweep_sizes(a.max_region);
     let mut r = env::report("cache", &a.pool_dir);
     let mut series = Vec::new();
     let mut effective = Vec::new();
@@ -108,17 +113,8 @@ pub fn cache(a: &CacheConfig) -> Result<BenchOutput> {
         let mut points = Vec::new();
         for &len in &sizes {
             let anon = Anon::new(len as usize, huge)?;
-            // Warm the region's pages and translations once before timing.
-            // SAFETY: the mapping is ours and `len` bytes long.
-            unsafe {
-                dependent(
-                    anon.ptr,
-                    len as usize,
-                    a.ops.min(len / 64 * 4),
-                    Distribution::Uniform,
-                )
-            };
-            // SAFETY: as above.
+            // SAFETY: the mapping is ours and `len` bytes long (`dependent`
+            // writes it whole before timing, so its pages are present).
             let ns = unsafe { dependent(anon.ptr, len as usize, a.ops, Distribution::Uniform) };
             points.push((len, ns.1));
             r.results.push(
@@ -153,7 +149,7 @@ pub fn cache(a: &CacheConfig) -> Result<BenchOutput> {
     }
     r.notes.push(format!(
         "dependent-read: one random 64-byte read whose address depends on the previous one, over a \
-         DRAM region of the size in the param column (bytes), {} reads after one warm-up pass; \
+         DRAM region of the size in the param column (bytes), {} reads, the region written whole before them; \
          on-CPU ns in the chart",
         a.ops
     ));
@@ -186,7 +182,18 @@ pub fn cache(a: &CacheConfig) -> Result<BenchOutput> {
 
 #[cfg(test)]
 mod tests {
-    use super::effective_cache;
+    use super::{effective_cache, sweep_sizes};
+
+    #[test]
+    fn the_sweep_doubles_with_midpoints_up_to_the_largest_region() {
+        let k = 1u64 << 10;
+        assert_eq!(
+            sweep_sizes(2 << 20),
+            [64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048].map(|x| x * k)
+        );
+        assert_eq!(sweep_sizes(3 << 30).last(), Some(&(3 << 30)));
+        assert!(sweep_sizes(32 << 10).is_empty());
+    }
 
     #[test]
     fn effective_cache_is_the_last_region_under_half_the_slowest() {
