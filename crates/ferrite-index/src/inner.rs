@@ -50,6 +50,23 @@ pub const FANOUT: usize = 64;
 const FILL: usize = 48;
 /// Attempts at the structure mutex before a writer blocks on it.
 const SMO_SPINS: usize = 2000;
+/// Separators a search of a node below the root reads when its parent's hint
+/// places the key (see [`Node::bound_in`]): 12, three lines' worth, plus one
+/// on either side to check the guess.
+const WINDOW: usize = 12;
+/// A child word of a node above level 0 carries the child's separator count
+/// (a hint, see [`Node::hint`]) in its top byte; node addresses and leaf
+/// offsets stay below.
+const HINT_SHIFT: u32 = 56;
+const ADDR_MASK: usize = (1 << HINT_SHIFT) - 1;
+const _: () = assert!(KEYS < 1 << (usize::BITS - HINT_SHIFT));
+
+/// A child word: `child` (a node address) with `count` as its hint.
+#[inline]
+fn hinted(child: usize, count: usize) -> usize {
+    debug_assert!(child & !ADDR_MASK == 0);
+    child | count << HINT_SHIFT
+}
 
 /// A key prepared for comparisons: the first 8 bytes as a big-endian integer
 /// (zero-padded), the length, and the bytes.
@@ -212,7 +229,8 @@ impl Longs {
 /// One node, in one allocation. Separator `i` and the child to its right sit
 /// side by side (`pairs[i]`), so the pass that counts separators below a key
 /// also brings the child pointer into the cache: one dependent miss per level.
-/// Level 0 children are PM leaf offsets, higher levels' are node pointers.
+/// Level 0 children are PM leaf offsets, higher levels' are node pointers,
+/// each with the child's separator count in its top byte ([`Node::hint`]).
 ///
 /// Writers change the atomic fields only while holding `lock` (and the
 /// structure mutex); readers load them `Relaxed` and trust nothing before the
@@ -298,14 +316,38 @@ impl Node {
         }
     }
 
+    /// The word of child `i` (0..=n): the child and, above level 0, its hint.
+    #[inline]
+    fn child_word(&self, i: usize) -> &AtomicUsize {
+        if i == 0 {
+            &self.kid0
+        } else {
+            &self.pairs[i - 1].1
+        }
+    }
+
     /// Child `i` (0..=n).
     #[inline]
     fn child(&self, i: usize) -> usize {
-        if i == 0 {
-            self.kid0.load(Mo::Relaxed)
-        } else {
-            self.pairs[i - 1].1.load(Mo::Relaxed)
-        }
+        self.child_word(i).load(Mo::Relaxed) & ADDR_MASK
+    }
+
+    /// The separator count of child `i` (a node; this node is above level 0)
+    /// as last recorded by a writer: what a reader uses to guess where in the
+    /// child a key lies before the child's first line has arrived. Writers
+    /// keep it current under the structure mutex, but a reader may see it
+    /// stale, or torn from another slot: a search only trusts it as far as
+    /// the separators it reads confirm it ([`Node::bound_in`]).
+    #[inline]
+    fn hint(&self, i: usize) -> usize {
+        self.child_word(i).load(Mo::Relaxed) >> HINT_SHIFT
+    }
+
+    /// Records `count` as child `i`'s hint (writer, structure mutex held;
+    /// the node itself need not be locked: no reader trusts a hint).
+    fn set_hint(&self, i: usize, count: usize) {
+        let w = self.child_word(i);
+        w.store(hinted(w.load(Mo::Relaxed) & ADDR_MASK, count), Mo::Relaxed);
     }
 
     #[inline]
@@ -333,11 +375,45 @@ impl Node {
     #[inline]
     fn bound(&self, k: &SearchKey<'_>, le: bool) -> usize {
         let n = self.count();
+        self.settle(self.below(0..n, k.prefix), n, k, le)
+    }
+
+    /// [`Node::bound`], reading only the separators in `a - 1 ..= b` when
+    /// they show the answer lies in `a..b` (the separator left of the window
+    /// is below the key's prefix, the one right of it is not); the whole
+    /// node otherwise. `a..b` is a reader's guess from its parent's hint and
+    /// separators ([`window`]), made before this node's lines arrived: when
+    /// it is right, the search needs only the lines the reader asked for.
+    #[inline]
+    fn bound_in(&self, k: &SearchKey<'_>, le: bool, a: usize, b: usize) -> usize {
+        let n = self.count();
+        let b = b.min(n);
+        let a = a.min(b);
         let kp = k.prefix;
-        let mut i = self.pairs[..n]
+        let left = a == 0 || self.pairs[a - 1].0.load(Mo::Relaxed) < kp;
+        let right = b == n || self.pairs[b].0.load(Mo::Relaxed) >= kp;
+        if !(left && right) {
+            return self.bound(k, le);
+        }
+        // Sorted separators: all of 0..a are below the prefix, none of b..n.
+        self.settle(a + self.below(a..b, kp), n, k, le)
+    }
+
+    /// How many separators in `r` have a prefix below `kp`: a branch-free
+    /// count over independent loads.
+    #[inline]
+    fn below(&self, r: std::ops::Range<usize>, kp: u64) -> usize {
+        self.pairs[r]
             .iter()
             .map(|(p, _)| (p.load(Mo::Relaxed) < kp) as usize)
-            .sum::<usize>();
+            .sum::<usize>()
+    }
+
+    /// From `i`, the separators below `k`'s prefix, moves right past those
+    /// with an equal prefix that are <= k (`le`) or < k (`!le`).
+    #[inline]
+    fn settle(&self, mut i: usize, n: usize, k: &SearchKey<'_>, le: bool) -> usize {
+        let kp = k.prefix;
         while i < n && self.pairs[i].0.load(Mo::Relaxed) == kp {
             let o = self.cmp_sep(i, k);
             let right = if le {
@@ -610,14 +686,33 @@ impl Inner {
                 continue;
             }
             let mut low = None;
+            // The current node's prefix range (from the separators around it
+            // in its parent) and the part of it to search first.
+            let (mut lo, mut hi) = (0u64, u64::MAX);
+            let mut win = None;
             loop {
-                let i = n.bound(k, le);
+                let i = match win {
+                    Some((a, b)) => n.bound_in(k, le, a, b),
+                    None => n.bound(k, le),
+                };
                 if want_low && i > 0 {
                     low = Some(n.sep(i - 1));
                 }
                 let c = n.child(i);
                 if n.level > 0 {
-                    prefetch_node(c);
+                    // Where the key should lie in the child, guessed from its
+                    // range and its hinted count; its lines are asked for now.
+                    // Torn values only make a wrong guess (see `bound_in`).
+                    let m = n.count();
+                    if i > 0 {
+                        lo = n.pairs[i - 1].0.load(Mo::Relaxed);
+                    }
+                    if i < m {
+                        hi = n.pairs[i].0.load(Mo::Relaxed);
+                    }
+                    let cnt = n.hint(i);
+                    win = window(k.prefix, lo, hi, cnt);
+                    prefetch_node(c, cnt, win);
                 }
                 // Validate before using `c`: a torn read may yield a slot that is
                 // not (yet) a child; a validated one also makes the child's
@@ -725,21 +820,35 @@ impl<'a> Smo<'a> {
         let path = self.path(&SearchKey::new(&kb));
         let mut held: Vec<(&Node, u64)> = Vec::with_capacity(path.len());
         let mut carry = Some((sep, leaf as usize));
-        for &(n, i) in path.iter().rev() {
+        for (j, &(n, i)) in path.iter().enumerate().rev() {
+            // The child this path went through gained a separator (or split,
+            // and `carry` holds its right half): its hint here is refreshed,
+            // before a split of this node moves it.
+            let below = path.get(j + 1).map(|&(c, _)| c);
             let Some((s, c)) = carry.take() else {
+                if let Some(b) = below {
+                    n.set_hint(i, b.count());
+                }
                 break;
             };
             held.push((n, lock(n)));
             n.insert_at(i, s, c, Some(g));
+            if let Some(b) = below {
+                n.set_hint(i, b.count());
+            }
             if n.nchildren() > FANOUT {
                 let (up, right) = n.split(g);
-                carry = Some((up, new_node(right) as usize));
+                let rc = right.count();
+                carry = Some((up, hinted(new_node(right) as usize, rc)));
             }
         }
         if let Some((up, right)) = carry {
             let old = path[0].0;
             let r = Node::new(old.level + 1);
-            r.kid0.store(old as *const Node as usize, Mo::Relaxed);
+            r.kid0.store(
+                hinted(old as *const Node as usize, old.count()),
+                Mo::Relaxed,
+            );
             r.insert_at(0, up, right, None);
             self.inner.root.store(new_node(r), Mo::Release);
         }
@@ -761,6 +870,9 @@ impl<'a> Smo<'a> {
         let v = lock(n);
         n.remove_at(i - 1);
         vlock::unlock(&n.lock, v, true, false);
+        if let Some(&(p, pi)) = path.len().checked_sub(2).and_then(|j| path.get(j)) {
+            p.set_hint(pi, n.count());
+        }
         true
     }
 
@@ -772,6 +884,14 @@ impl<'a> Smo<'a> {
     /// Leaves of the tree in key order (tests and consistency checks).
     pub fn leaves(&self, out: &mut Vec<u64>) {
         leaves(self.root(), out)
+    }
+
+    /// Checks what the structure's readers rely on beyond the leaves: every
+    /// node's separator prefixes in order, and every hint equal to its child's
+    /// count (a stale hint costs readers a second round of misses, not a wrong
+    /// answer, but writers keep them exact).
+    pub fn check(&self) -> Result<(), String> {
+        check(self.root())
     }
 }
 
@@ -812,7 +932,8 @@ fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
         let mut up: Vec<(Option<Sep>, Box<Node>)> = Vec::new();
         let mut cur: Option<(Option<Sep>, Box<Node>)> = None;
         for (sep, node) in level {
-            let p = new_node(node) as usize;
+            let cnt = node.count();
+            let p = hinted(new_node(node) as usize, cnt);
             match &mut cur {
                 Some((_, n)) if n.nchildren() < FILL => {
                     n.insert_at(
@@ -842,18 +963,45 @@ fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
     new_node(root)
 }
 
-/// Bytes of a node a search reads: the header and the pairs of a node filled
-/// to [`FILL`] (more lines would cost bandwidth for the rare fuller node).
-const SEARCHED_BYTES: usize = std::mem::offset_of!(Node, pairs) + FILL * 16;
-const _: () = assert!(SEARCHED_BYTES <= std::mem::size_of::<Node>());
+/// Where the pairs begin in a node.
+const PAIRS: usize = std::mem::offset_of!(Node, pairs);
+const _: () = assert!(PAIRS + KEYS * 16 <= std::mem::size_of::<Node>());
 
-/// Asks for every line a search of the node at `addr` reads, as soon as its
-/// address is known: its version word and its pairs then arrive together
-/// instead of one miss after the other. `addr` may be a torn read (it is only
-/// trusted after validation); a prefetch of any address is harmless.
+/// The separators of a node with `count` of them, prefix range `lo..=hi`,
+/// to search first for prefix `kp` (see [`Node::bound_in`]): [`WINDOW`] of
+/// them around the key's place were the separators spread evenly over the
+/// range (leaf low keys of uniform keys nearly are; a miss costs a second
+/// round of misses for the rest). None (search all) for nodes barely larger
+/// than the window.
+#[inline]
+fn window(kp: u64, lo: u64, hi: u64, count: usize) -> Option<(usize, usize)> {
+    if count <= WINDOW + 2 || hi <= lo {
+        return None;
+    }
+    let frac = kp.saturating_sub(lo) as u128 * count as u128 / ((hi - lo) as u128 + 1);
+    let a = (frac as usize)
+        .saturating_sub(WINDOW / 2)
+        .min(count - WINDOW);
+    Some((a, a + WINDOW))
+}
+
+/// Asks for every line a search of the node at `addr` will read, as soon as
+/// its address is known: its version word and the separators of `win` (and
+/// the one either side of it), or all `count` of them, then arrive together
+/// instead of one miss after the other. `addr` and `count` may be torn reads
+/// (nothing is trusted before validation); a prefetch of any address is
+/// harmless.
 #[inline(always)]
-fn prefetch_node(addr: usize) {
-    crate::prefetch::lines(addr, SEARCHED_BYTES);
+fn prefetch_node(addr: usize, count: usize, win: Option<(usize, usize)>) {
+    match win {
+        Some((a, b)) => {
+            crate::prefetch::lines(addr, 16);
+            let first = PAIRS + a.saturating_sub(1) * 16;
+            let end = PAIRS + (b + 1).min(KEYS) * 16;
+            crate::prefetch::lines(addr.wrapping_add(first), end - first);
+        }
+        None => crate::prefetch::lines(addr, PAIRS + count.min(KEYS) * 16),
+    }
 }
 
 /// Node memory: huge-page-backed slots (see [`crate::arena`]).
@@ -864,6 +1012,9 @@ const _: () = assert!(std::mem::align_of::<Node>() <= 64);
 /// then stable and published by the caller).
 fn new_node(n: Box<Node>) -> *mut Node {
     let p = NODES.alloc().cast::<Node>();
+    // A user-space address on every 64-bit platform we build for: its top
+    // byte is free for the hint.
+    assert!(p as usize & !ADDR_MASK == 0, "node address above 2^56");
     // SAFETY: the slot is fresh, large enough and 64-byte aligned (>= Node's);
     // nobody else has seen the node yet, so moving it is fine.
     unsafe { p.write(*n) };
@@ -899,6 +1050,33 @@ fn bytes(n: &Node) -> u64 {
         }
     }
     b
+}
+
+/// See [`Smo::check`].
+fn check(n: &Node) -> Result<(), String> {
+    let m = n.count();
+    if (1..m).any(|i| n.pairs[i - 1].0.load(Mo::Relaxed) > n.pairs[i].0.load(Mo::Relaxed)) {
+        return Err(format!(
+            "inner node at level {} has separators out of order",
+            n.level
+        ));
+    }
+    if n.level > 0 {
+        for i in 0..=m {
+            // SAFETY: children of a live node are live.
+            let c = unsafe { &*n.kid(i) };
+            if n.hint(i) != c.count() {
+                return Err(format!(
+                    "inner node at level {}: child {i} has {} separators, its hint says {}",
+                    n.level,
+                    c.count(),
+                    n.hint(i)
+                ));
+            }
+            check(c)?;
+        }
+    }
+    Ok(())
 }
 
 /// Leaves of a tree that does not change during the call, in key order.
@@ -952,9 +1130,11 @@ mod tests {
         let mut all = Vec::new();
         t.lock().leaves(&mut all);
         assert_eq!(all.len(), 2000);
+        t.lock().check().unwrap();
         let before = t.lock().bytes();
         assert!(t.lock().remove(&key(505), 5050));
         assert!(!t.lock().remove(&key(505), 5050));
+        t.lock().check().unwrap();
         assert_eq!(leaf_of(&t, &key(506), true), 51);
         assert_eq!(t.lock().bytes(), before);
         let r = t.route(&SearchKey::new(&key(506)), true, true, &g);
@@ -1071,6 +1251,77 @@ mod tests {
                     "{a:?} {b:?}"
                 );
             }
+        }
+    }
+
+    /// A window search gives the full search's answer for every window,
+    /// right or wrong, and every key: a wrong guess only costs a fallback.
+    #[test]
+    fn a_window_search_answers_as_the_full_search() {
+        let n = Node::new(0);
+        for i in 0..40u64 {
+            // Pairs of equal prefixes (long keys sharing 8 bytes) among them.
+            let k = if i % 5 == 0 {
+                let mut k = key(i / 2 * 100);
+                k.extend_from_slice(&[b'x'; 4]);
+                k
+            } else {
+                key(i * 50)
+            };
+            n.insert_at(i as usize, Sep::from_key(&k), i as usize + 1, None);
+        }
+        let mut probes: Vec<Vec<u8>> = (0..2100u64).step_by(7).map(key).collect();
+        probes.extend((0..20u64).map(|i| {
+            let mut k = key(i * 100);
+            k.extend(std::iter::repeat_n(b'x', 3 + (i % 3) as usize));
+            k
+        }));
+        for k in &probes {
+            let sk = SearchKey::new(k);
+            for le in [true, false] {
+                let want = n.bound(&sk, le);
+                for a in 0..=44 {
+                    for b in a..=44 {
+                        assert_eq!(n.bound_in(&sk, le, a, b), want, "window {a}..{b}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hints only steer prefetches and first guesses: with every hint wrong,
+    /// every key still routes to its leaf; and writers keep them exact.
+    #[test]
+    fn wrong_hints_cost_no_wrong_route() {
+        let input: Vec<(Option<Sep>, u64)> = (0..5000u64)
+            .map(|i| ((i > 0).then(|| Sep::from_key(&key(i * 10))), i + 1))
+            .collect();
+        let t = Inner::build(input);
+        t.lock().check().unwrap();
+        let g = epoch::pin();
+        for i in 0..3000u64 {
+            t.lock()
+                .insert(Sep::from_key(&key(i * 10 + 5)), 10_000 + i, &g);
+        }
+        t.lock().check().unwrap();
+        fn scramble(n: &Node, salt: &mut usize) {
+            if n.level == 0 {
+                return;
+            }
+            for i in 0..=n.count() {
+                *salt = salt.wrapping_mul(31).wrapping_add(7);
+                n.set_hint(i, *salt % (KEYS + 1));
+                // SAFETY: children of a live node are live.
+                scramble(unsafe { &*n.kid(i) }, salt);
+            }
+        }
+        let root = t.lock().root();
+        scramble(root, &mut 1);
+        assert!(t.lock().check().is_err(), "the check sees wrong hints");
+        for i in 0..5000u64 {
+            let want = if i < 3000 { 10_000 + i } else { i + 1 };
+            assert_eq!(leaf_of(&t, &key(i * 10 + 6), true), want);
+            assert_eq!(leaf_of(&t, &key(i * 10 + 5), false), i + 1);
         }
     }
 }

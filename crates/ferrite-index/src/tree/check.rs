@@ -15,7 +15,11 @@ impl FerriteIndex {
     pub fn check_structure(&self) -> Result<Vec<(u64, u64)>, String> {
         let _g = epoch::pin();
         let mut tree_leaves = Vec::new();
-        self.inner.lock().leaves(&mut tree_leaves);
+        {
+            let smo = self.inner.lock();
+            smo.check()?;
+            smo.leaves(&mut tree_leaves);
+        }
         let mut chain = Vec::new();
         let mut off = self.head;
         let mut blocks = Vec::new();
