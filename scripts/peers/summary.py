@@ -110,12 +110,14 @@ def figure(d, stem, fl):
             cells.append(c)
     ours = [n for n in names if n in OURS]
     peers = [n for n in names if n not in OURS and n not in BASELINES]
+    rounds = max((x.get("rounds", 1) for x in res), default=1)
     head = ["op", "t"] + names + ["best correct peer", "ours / best", "ours / best on-CPU", "ours / floor",
-                                 "ours / route floor"]
+                                 "ours / route floor"] + (["ours / best, rounds min-max"] if rounds > 1 else [])
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (b, t) in cells:
         row = [b, str(t)]
         got = {}
+        per_round = {}
         for n in names:
             x = next((x for x in res if x["variant"] == n and x["bench"] == b and x["threads"] == t), None)
             if x is None:
@@ -124,6 +126,7 @@ def figure(d, stem, fl):
             wrong = x.get("wrong", 0) or 0
             cpu = x.get("mops_cpu")
             got[n] = (x["mops"], cpu, wrong)
+            per_round[n] = x.get("mops_rounds")
             row.append(fmt(x["mops"]) + (f" ({fmt(cpu)})" if cpu else "") + (f" ✗{wrong}" if wrong else ""))
         correct = [(got[n][0], n) for n in peers if n in got and got[n][2] == 0]
         correct_cpu = [(got[n][1], n) for n in peers if n in got and got[n][2] == 0 and got[n][1]]
@@ -137,10 +140,24 @@ def figure(d, stem, fl):
         row.append(f"{o[0] / fk:.2f}" if (o and fk and t == 1) else "-")
         rk = fl.get("route", {}).get(b) if fl else None
         row.append(f"{o[0] / rk:.2f}" if (o and rk and t == 1) else "-")
+        if rounds > 1:
+            on = next((n for n in ours if n in got), None)
+            ok = [n for n in peers if n in got and got[n][2] == 0 and per_round.get(n)]
+            ratios = []
+            if on and per_round.get(on) and ok:
+                for i, m in enumerate(per_round[on]):
+                    bi = [per_round[n][i] for n in ok if i < len(per_round[n])]
+                    if bi and max(bi) > 0:
+                        ratios.append(m / max(bi))
+            row.append(f"{min(ratios):.2f}-{max(ratios):.2f}x" if ratios else "-")
         out.append("| " + " | ".join(row) + " |")
     w = r.get("environment", {})
     out.append("")
     out.append("Cells: Mops/s wall clock (Mops per on-CPU second of a worker); ✗N: N wrong answers in that run.")
+    if rounds > 1:
+        out.append(f"Rounds: the comparison ran {rounds} times, the indexes in a rotated order; each cell is the "
+                   "round with the median Mops/s (✗N sums every round's wrong answers); the last column is the "
+                   "range of ours / best correct peer over the rounds, round by round.")
     out.append(f"Load average before/after: {w.get('loadavg_before', '?')} / {w.get('loadavg_after', '?')}; "
                f"workload: {w.get('workload', {}).get('description', '')}")
     out.append("")

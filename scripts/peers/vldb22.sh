@@ -20,6 +20,10 @@ THREADS=${THREADS:-1,2}     # the paper: 1..80; this machine: 2 cores
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}   # the paper's 10-second runs
 FIGURES=${FIGURES:-"floor fig2 fig4skew fig5 fig7 fig9 fig10"}
 POOL_DIR=${POOL_DIR:-/dev/shm}
+# Each figure's comparison this many times, the indexes in a rotated order,
+# each cell the median round (`ferrite bench --rounds`): the machine drifts
+# over minutes and one round measures its indexes minutes apart.
+ROUNDS=${ROUNDS:-1}
 
 log() { echo "[vldb22] $*" >&2; }
 [ -x "$FERRITE" ] || { log "build Ferrite first: cargo build --release (no $FERRITE)"; exit 1; }
@@ -53,7 +57,7 @@ bench() {  # bench NAME ARGS...: one ferrite bench invocation
     # fresh load (so the 2-thread insert run is not measured on the index the
     # 1-thread run grew).
     "$FERRITE" bench -n "$N" -p "$P" -t "${BENCH_THREADS:-$THREADS}" --max-seconds "$SECONDS_PER_RUN" \
-        --reload --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
+        --rounds "$ROUNDS" --reload --pool-dir "$POOL_DIR" --out "$OUT" --stem "$name" "$@" >"$OUT/$name.txt" 2>"$OUT/$name.err"
     local rc=$?
     echo "$name: exit $rc, $((SECONDS - t0)) s, load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/runs.log"
     log "$name: exit $rc after $((SECONDS - t0)) s"

@@ -978,7 +978,9 @@ fn window(kp: u64, lo: u64, hi: u64, count: usize) -> Option<(usize, usize)> {
     if count <= WINDOW + 2 || hi <= lo {
         return None;
     }
-    let frac = kp.saturating_sub(lo) as u128 * count as u128 / ((hi - lo) as u128 + 1);
+    // In floating point: a 128-bit integer division is a library call
+    // (`__udivti3`, 1 % of an update run's samples). The cast saturates.
+    let frac = kp.saturating_sub(lo) as f64 / ((hi - lo) as f64 + 1.0) * count as f64;
     let a = (frac as usize)
         .saturating_sub(WINDOW / 2)
         .min(count - WINDOW);

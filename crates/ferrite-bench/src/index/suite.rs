@@ -59,6 +59,10 @@ pub struct IndexBenchConfig {
     pub max_seconds: f64,
     pub redb_load_batch: usize,
     pub pool_dir: PathBuf,
+    /// Times the whole comparison runs, the indexes in a rotated order each
+    /// time; each cell reports the run with the median Mops/s (see
+    /// [`median_of_rounds`]).
+    pub rounds: usize,
 }
 
 impl Default for IndexBenchConfig {
@@ -91,6 +95,7 @@ impl Default for IndexBenchConfig {
             max_seconds: 5.0,
             redb_load_batch: 10_000,
             pool_dir: PathBuf::from("/dev/shm"),
+            rounds: 1,
         }
     }
 }
@@ -351,72 +356,92 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     let mut warnings = Vec::new();
     let mut wrong = 0u64;
     let mut wrong_ours = 0u64;
-    for v in &variants {
-        let peer = peers::is_peer(v);
-        let mut sink = |e: Event| match e {
-            Event::Info {
-                name,
-                label,
-                contract,
-            } => indexes.push(IndexInfo {
-                name,
-                label,
-                contract,
-            }),
-            Event::Note(n) => r.notes.push(n),
-            // A warning is also a note of the report (once).
-            Event::Warning(w) => {
-                r.notes.push(w.clone());
-                warnings.push(w);
-            }
-            Event::Running(_) => {}
-            Event::Result(b) => r.results.push(*b),
-            Event::Wrong { values, total } => {
-                wrong += values;
-                if !peer {
-                    wrong_ours += total;
+    let rounds = c.rounds.max(1);
+    for round in 0..rounds {
+        // Round r starts with the r-th index: each index is measured at a
+        // different point of the machine's drift in every round.
+        for v in variants
+            .iter()
+            .cycle()
+            .skip(round % variants.len().max(1))
+            .take(variants.len())
+        {
+            let peer = peers::is_peer(v);
+            let mut sink = |e: Event| match e {
+                Event::Info {
+                    name,
+                    label,
+                    contract,
+                } => indexes.push(IndexInfo {
+                    name,
+                    label,
+                    contract,
+                }),
+                Event::Note(n) => r.notes.push(n),
+                // A warning is also a note of the report (once).
+                Event::Warning(w) => {
+                    r.notes.push(w.clone());
+                    warnings.push(w);
                 }
-            }
-        };
-        let groups = load_groups(&jobs, &c.threads, c.reload);
-        for (gi, runs) in groups.iter().enumerate() {
-            let part = |emit: &mut dyn FnMut(Event)| {
-                let what = RunsOf {
-                    jobs: &jobs,
-                    runs,
-                    first: gi == 0,
-                };
-                run_index(v, c, &cfg, &codec, &what, param.clone(), progress, emit)
+                Event::Running(_) => {}
+                Event::Result(b) => r.results.push(*b),
+                Event::Wrong { values, total } => {
+                    wrong += values;
+                    if !peer {
+                        wrong_ours += total;
+                    }
+                }
             };
-            if peer {
-                // A published index runs in a process of its own (one per
-                // load): if it crashes, what it measured is kept and the
-                // others still run. A child that was killed or crashed did
-                // not remove its pool directory (PMDK pools are allocated in
-                // full: gigabytes of /dev/shm): remove it here.
-                let mut measured = false;
-                let ok = isolate::in_child(
-                    v,
-                    part,
-                    &|step| step_budget(c, step),
-                    &mut |e| {
-                        measured |= matches!(e, Event::Result(_));
-                        sink(e)
-                    },
-                    &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
-                )?;
-                // A peer that died before measuring anything (while opening or
-                // loading) would die the same way on every reload.
-                if !ok && !measured && gi + 1 < groups.len() {
-                    sink(Event::Warning(format!(
+            let groups = load_groups(&jobs, &c.threads, c.reload);
+            for (gi, runs) in groups.iter().enumerate() {
+                let part = |emit: &mut dyn FnMut(Event)| {
+                    let what = RunsOf {
+                        jobs: &jobs,
+                        runs,
+                        first: round == 0 && gi == 0,
+                    };
+                    run_index(v, c, &cfg, &codec, &what, param.clone(), progress, emit)
+                };
+                if peer {
+                    // A published index runs in a process of its own (one per
+                    // load): if it crashes, what it measured is kept and the
+                    // others still run. A child that was killed or crashed did
+                    // not remove its pool directory (PMDK pools are allocated in
+                    // full: gigabytes of /dev/shm): remove it here.
+                    let mut measured = false;
+                    let ok = isolate::in_child(
+                        v,
+                        part,
+                        &|step| step_budget(c, step),
+                        &mut |e| {
+                            measured |= matches!(e, Event::Result(_));
+                            sink(e)
+                        },
+                        &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
+                    )?;
+                    // A peer that died before measuring anything (while opening or
+                    // loading) would die the same way on every reload.
+                    if !ok && !measured && gi + 1 < groups.len() {
+                        sink(Event::Warning(format!(
                         "{v}: its later runs were not attempted (its process ended before measuring anything)"
                     )));
-                    break;
+                        break;
+                    }
+                } else {
+                    part(&mut sink)?;
                 }
-            } else {
-                part(&mut sink)?;
             }
         }
+    }
+    if rounds > 1 {
+        r.results = median_of_rounds(std::mem::take(&mut r.results));
+        let mut seen = std::collections::HashSet::new();
+        r.notes.retain(|n| seen.insert(n.clone()));
+        let mut seen = std::collections::HashSet::new();
+        warnings.retain(|w| seen.insert(w.clone()));
+        r.notes.push(format!(
+            "--rounds {rounds}: the whole comparison ran {rounds} times, the indexes in a rotated order (round r starts with the r-th); each cell is the run with the median Mops/s (the lower of the middle two for an even count), mops_rounds lists every round's, and the wrong-answer counts are summed over the rounds"
+        ));
     }
     progress.finished();
     env::finish(&mut r);
@@ -443,6 +468,66 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
         wrong_ours,
         warnings,
     })
+}
+
+/// One result per cell (bench, index, parameter, threads) from several rounds
+/// of the same comparison, in the order the cells first appear: the round
+/// with the median Mops/s (the lower middle one for an even count), with
+/// every round's Mops/s (`mops_rounds`, in round order), their range, the
+/// number of rounds, and every wrong-answer count summed over the rounds (a
+/// wrong answer in any round stays visible).
+pub fn median_of_rounds(results: Vec<BenchResult>) -> Vec<BenchResult> {
+    const SUMMED: [&str; 6] = [
+        "wrong",
+        "wrong_values",
+        "lost_keys",
+        "phantom_keys",
+        "failed_inserts",
+        "wrong_scans",
+    ];
+    let mut cells: Vec<(String, Vec<BenchResult>)> = Vec::new();
+    for b in results {
+        let key = format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}",
+            b.bench,
+            b.variant,
+            b.param.as_ref().map_or(String::new(), |p| p.to_string()),
+            b.threads
+        );
+        match cells.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(b),
+            None => cells.push((key, vec![b])),
+        }
+    }
+    cells
+        .into_iter()
+        .map(|(_, runs)| {
+            let mops: Vec<f64> = runs.iter().map(|b| b.mops).collect();
+            let mut order: Vec<usize> = (0..runs.len()).collect();
+            order.sort_by(|&a, &b| mops[a].total_cmp(&mops[b]));
+            let mid = order[(runs.len() - 1) / 2];
+            let mut out = runs[mid].clone();
+            for key in SUMMED {
+                let vals: Vec<u64> = runs
+                    .iter()
+                    .filter_map(|b| b.extra.get(key).and_then(|v| v.as_u64()))
+                    .collect();
+                if !vals.is_empty() {
+                    out.extra
+                        .insert(key.into(), json!(vals.iter().sum::<u64>()));
+                }
+            }
+            let (lo, hi) = mops
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &m| {
+                    (l.min(m), h.max(m))
+                });
+            out.with("rounds", runs.len())
+                .with("mops_rounds", mops)
+                .with("mops_min", lo)
+                .with("mops_max", hi)
+        })
+        .collect()
 }
 
 /// How long a published index may take for one step before it is killed:
@@ -1090,6 +1175,12 @@ fn workload_lines(c: &IndexBenchConfig, jobs: &[Job], dist: Distribution) -> Vec
     if !last.is_empty() {
         v.push(last);
     }
+    if c.rounds > 1 {
+        v.push(format!(
+            "all of it {} times (--rounds), the indexes in a rotated order; each cell is the round with the median Mops/s",
+            c.rounds
+        ));
+    }
     v
 }
 
@@ -1479,6 +1570,91 @@ mod tests {
             &Quiet
         )
         .is_err());
+    }
+
+    /// The median round's result per cell, every round's Mops/s beside it,
+    /// and wrong answers of any round kept.
+    #[test]
+    fn rounds_reduce_to_the_median_run_with_every_wrong_answer() {
+        let r = |v: &str, mops: f64, wrong: u64| {
+            BenchResult::new("lookup", v, None, 1, mops)
+                .with("wrong", wrong)
+                .with("run_s", mops * 10.0)
+        };
+        let out = median_of_rounds(vec![
+            r("a", 1.0, 0),
+            r("b", 5.0, 0),
+            r("a", 3.0, 2),
+            r("b", 4.0, 0),
+            r("a", 2.0, 0),
+            r("b", 6.0, 1),
+            BenchResult::new("lookup", "a", None, 2, 9.0),
+        ]);
+        assert_eq!(out.len(), 3);
+        let (a, b, a2) = (&out[0], &out[1], &out[2]);
+        assert_eq!((a.variant.as_str(), a.mops), ("a", 2.0));
+        // The median run's own fields, not a mix of runs.
+        assert_eq!(a.extra["run_s"], 20.0);
+        assert_eq!(a.extra["wrong"], 2);
+        assert_eq!(a.extra["mops_rounds"], json!([1.0, 3.0, 2.0]));
+        assert_eq!(
+            (a.extra["mops_min"].as_f64(), a.extra["mops_max"].as_f64()),
+            (Some(1.0), Some(3.0))
+        );
+        assert_eq!(b.mops, 5.0);
+        assert_eq!(b.extra["wrong"], 1);
+        assert_eq!(b.extra["rounds"], 3);
+        assert_eq!(
+            (a2.threads, a2.mops, &a2.extra["rounds"]),
+            (2, 9.0, &json!(1))
+        );
+        // An even count takes the lower middle run.
+        let even = median_of_rounds(vec![
+            r("a", 4.0, 0),
+            r("a", 1.0, 0),
+            r("a", 3.0, 0),
+            r("a", 2.0, 0),
+        ]);
+        assert_eq!(even[0].mops, 2.0);
+    }
+
+    /// Several rounds: each index is reported once, each cell once, with as
+    /// many rounds as asked.
+    #[test]
+    fn a_comparison_in_rounds_reports_each_cell_once() {
+        let c = cfg(|c| {
+            c.records = 2000;
+            c.operations = 1000;
+            c.benches = vec!["lookup".into(), "insert".into()];
+            c.compare = Some(vec!["btreemap".into(), "ferrite-dram".into()]);
+            c.latency_sampling = 0.0;
+            c.rounds = 3;
+        });
+        let run = run(&c, &Quiet).unwrap();
+        assert_eq!(run.wrong_values, 0);
+        assert_eq!(run.indexes.len(), 2);
+        assert_eq!(run.indexes[0].name, "btreemap");
+        assert_eq!(run.report.results.len(), 2 * 2);
+        for r in &run.report.results {
+            assert_eq!(r.extra["rounds"], 3, "{} {}", r.variant, r.bench);
+            let all: Vec<f64> = r.extra["mops_rounds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m.as_f64().unwrap())
+                .collect();
+            assert_eq!(all.len(), 3);
+            assert!(all.iter().all(|&m| m > 0.0));
+            assert!(all.contains(&r.mops));
+            assert_eq!(r.extra["records_at_start"], 2000);
+        }
+        assert!(run
+            .report
+            .notes
+            .iter()
+            .any(|n| n.starts_with("--rounds 3:")));
+        let unique: std::collections::HashSet<_> = run.report.notes.iter().collect();
+        assert_eq!(unique.len(), run.report.notes.len(), "notes once each");
     }
 
     #[test]

@@ -207,6 +207,12 @@ pub struct IndexBenchArgs {
     /// Directory for temporary pools and database files
     #[arg(long, default_value = "/dev/shm")]
     pub pool_dir: PathBuf,
+    /// Run the whole comparison this many times, the indexes in a rotated
+    /// order each time, and report each cell's median round (all rounds'
+    /// Mops/s in the JSON): a shared machine drifts over minutes, and the
+    /// indexes of one round are measured minutes apart
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=99))]
+    pub rounds: u64,
     /// Where the table, JSON and chart go
     #[arg(long, default_value = "bench-out")]
     pub out: PathBuf,
@@ -421,6 +427,7 @@ impl IndexBenchArgs {
             max_seconds: self.max_seconds,
             redb_load_batch: self.redb_load_batch,
             pool_dir: self.pool_dir.clone(),
+            rounds: self.rounds as usize,
         }
     }
 }
