@@ -975,6 +975,7 @@ const _: () = assert!(PAIRS + KEYS * 16 <= std::mem::size_of::<Node>());
 /// than the window.
 #[inline]
 fn window(kp: u64, lo: u64, hi: u64, count: usize) -> Option<(usize, usize)> {
+    let count = count.min(KEYS);
     if count <= WINDOW + 2 || hi <= lo {
         return None;
     }
@@ -1000,7 +1001,7 @@ fn prefetch_node(addr: usize, count: usize, win: Option<(usize, usize)>) {
             crate::prefetch::lines(addr, 16);
             let first = PAIRS + a.saturating_sub(1) * 16;
             let end = PAIRS + (b + 1).min(KEYS) * 16;
-            crate::prefetch::lines(addr.wrapping_add(first), end - first);
+            crate::prefetch::lines(addr.wrapping_add(first), end.saturating_sub(first));
         }
         None => crate::prefetch::lines(addr, PAIRS + count.min(KEYS) * 16),
     }
@@ -1287,6 +1288,47 @@ mod tests {
                         assert_eq!(n.bound_in(&sk, le, a, b), want, "window {a}..{b}");
                     }
                 }
+            }
+        }
+    }
+
+    /// A guessed window lies inside a node whatever the hint says (a hint is
+    /// never above `KEYS`, but nothing is trusted), and its prefetch stays
+    /// within the node.
+    #[test]
+    fn windows_stay_inside_the_node() {
+        let n = Node::new(0);
+        let base = &n as *const _ as usize;
+        for count in [
+            0,
+            1,
+            WINDOW,
+            WINDOW + 2,
+            WINDOW + 3,
+            48,
+            KEYS,
+            KEYS + 1,
+            200,
+            255,
+        ] {
+            for (kp, lo, hi) in [
+                (5, 0, 10),
+                (0, 0, u64::MAX),
+                (u64::MAX, 0, u64::MAX),
+                (7, 9, 3),
+                (50, 10, 20),
+            ] {
+                let w = window(kp, lo, hi, count);
+                if let Some((a, b)) = w {
+                    assert!(
+                        b <= KEYS && b - a == WINDOW,
+                        "{count} {kp} {lo} {hi}: {a}..{b}"
+                    );
+                } else {
+                    assert!(count.min(KEYS) <= WINDOW + 2 || hi <= lo);
+                }
+                prefetch_node(base, count, w);
+                prefetch_node(base, count, Some((200, 255)));
             }
         }
     }
