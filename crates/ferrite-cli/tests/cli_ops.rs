@@ -169,10 +169,14 @@ fn graceful(store: &str, sig: libc::c_int) {
         let r = call(s, &["DBSIZE"]).unwrap();
         r.trim_start_matches(':').parse().unwrap()
     };
-    while dbsize(&mut probe) < 400 {
+    let seen = loop {
+        let n = dbsize(&mut probe);
+        if n >= 400 {
+            break n as usize;
+        }
         assert!(Instant::now() < deadline, "writes stalled");
         std::thread::park_timeout(Duration::from_millis(5));
-    }
+    };
     drop(probe);
     // SAFETY: signalling the child this test spawned.
     assert_eq!(unsafe { libc::kill(r.child.id() as i32, sig) }, 0);
@@ -187,7 +191,14 @@ fn graceful(store: &str, sig: libc::c_int) {
     let out = r.out.lock().unwrap().clone();
     assert_eq!(code, 0, "{store}: exit status after signal {sig}: {out}");
     assert!(out.contains("closed cleanly"), "{store}: {out}");
-    assert!(acked.len() >= 400, "{store}: {} acknowledged", acked.len());
+    // The probe saw `seen` keys applied; each writer may have had one of
+    // them in flight (applied, its reply not yet read) when the signal
+    // came, so at least `seen - 4` were acknowledged.
+    assert!(
+        acked.len() + 4 >= seen,
+        "{store}: {} acknowledged, {seen} applied before the signal",
+        acked.len()
+    );
     if store != "wal" {
         let o = ferrite(&["check", pool.to_str().unwrap()]);
         assert!(o.status.success(), "{store}: ferrite check: {}", text(&o));
