@@ -44,6 +44,9 @@ use crossbeam_epoch::Guard;
 use crate::arena::Slab;
 use crate::vlock;
 
+mod dir;
+use dir::Dir;
+
 /// Maximum children per node.
 pub const FANOUT: usize = 64;
 /// Children per node when bulk-loading on open.
@@ -246,6 +249,13 @@ pub struct Node {
     /// Height above the leaves; written before the node is published and
     /// never changed.
     level: u8,
+    /// Prefix fences: the first 8 bytes of the separators around this node
+    /// in its parent (0 and `u64::MAX` at the tree's ends), so the node's
+    /// keys have prefixes in `lo..=hi`. Changed only under the node's lock,
+    /// by a split (the range only ever shrinks); what the level-0 directory
+    /// ([`dir`]) checks a key against.
+    lo: AtomicU64,
+    hi: AtomicU64,
     /// (separator prefix, child right of the separator).
     pairs: [(AtomicU64, AtomicUsize); KEYS],
     lens: [AtomicU32; KEYS],
@@ -279,6 +289,8 @@ impl Node {
             n: AtomicUsize::new(0),
             kid0: AtomicUsize::new(0),
             level,
+            lo: AtomicU64::new(0),
+            hi: AtomicU64::new(u64::MAX),
             pairs: std::array::from_fn(|_| (AtomicU64::new(0), AtomicUsize::new(0))),
             lens: std::array::from_fn(|_| AtomicU32::new(0)),
             longs: AtomicPtr::new(std::ptr::null_mut()),
@@ -541,6 +553,9 @@ impl Node {
         let mid = n / 2;
         let up = self.sep(mid);
         let right = Node::new(self.level);
+        right.lo.store(up.prefix, Mo::Relaxed);
+        right.hi.store(self.hi.load(Mo::Relaxed), Mo::Relaxed);
+        self.hi.store(up.prefix, Mo::Relaxed);
         let rn = n - mid - 1;
         right
             .kid0
@@ -644,14 +659,20 @@ pub struct Inner {
     root: AtomicPtr<Node>,
     /// Serialises structure modifications (see the module documentation).
     smo: Mutex<()>,
+    /// Jumps from a key's top bits to its level-0 node ([`dir`]).
+    dir: Dir,
 }
 
 impl Inner {
     /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
     pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> Inner {
+        let root = build(leaves);
+        // SAFETY: `build` returns a fully built node.
+        let on = unsafe { (*root).level } > 0;
         Inner {
-            root: AtomicPtr::new(build(leaves)),
+            root: AtomicPtr::new(root),
             smo: Mutex::new(()),
+            dir: Dir::new(on),
         }
     }
 
@@ -671,6 +692,11 @@ impl Inner {
         want_low: bool,
         _g: &'a Guard,
     ) -> Route<'a> {
+        if le && !want_low {
+            if let Some(rt) = self.dir.route(k) {
+                return rt;
+            }
+        }
         'restart: loop {
             let p = self.root.load(Mo::Acquire);
             // SAFETY: the root pointer always holds a fully built node (published
@@ -721,6 +747,9 @@ impl Inner {
                     continue 'restart;
                 }
                 if n.level == 0 {
+                    if le {
+                        self.dir.fill(k.prefix, n, v, false);
+                    }
                     return Route {
                         leaf: c as u64,
                         node: n,
@@ -820,6 +849,9 @@ impl<'a> Smo<'a> {
         let path = self.path(&SearchKey::new(&kb));
         let mut held: Vec<(&Node, u64)> = Vec::with_capacity(path.len());
         let mut carry = Some((sep, leaf as usize));
+        // A level-0 node split off here (its directory slots are filled once
+        // it is unlocked).
+        let mut split0 = None;
         for (j, &(n, i)) in path.iter().enumerate().rev() {
             // The child this path went through gained a separator (or split,
             // and `carry` holds its right half): its hint here is refreshed,
@@ -839,7 +871,11 @@ impl<'a> Smo<'a> {
             if n.nchildren() > FANOUT {
                 let (up, right) = n.split(g);
                 let rc = right.count();
-                carry = Some((up, hinted(new_node(right) as usize, rc)));
+                let rp = new_node(right);
+                if n.level == 0 {
+                    split0 = Some(rp);
+                }
+                carry = Some((up, hinted(rp as usize, rc)));
             }
         }
         if let Some((up, right)) = carry {
@@ -851,9 +887,14 @@ impl<'a> Smo<'a> {
             );
             r.insert_at(0, up, right, None);
             self.inner.root.store(new_node(r), Mo::Release);
+            self.inner.dir.turn_on();
         }
         for (n, v) in held {
             vlock::unlock(&n.lock, v, true, false);
+        }
+        if let Some(rp) = split0 {
+            // SAFETY: published above; nodes live as long as the tree.
+            self.inner.dir.fill_node(unsafe { &*rp });
         }
     }
 
@@ -876,8 +917,14 @@ impl<'a> Smo<'a> {
         true
     }
 
-    /// DRAM bytes of the tree (consistent: the mutex is held).
+    /// DRAM bytes of the tree, its nodes and its level-0 directory
+    /// (consistent: the mutex is held).
     pub fn bytes(&self) -> u64 {
+        self.bytes_of_nodes() + self.inner.dir.bytes()
+    }
+
+    /// DRAM bytes of the nodes alone.
+    pub fn bytes_of_nodes(&self) -> u64 {
         bytes(self.root())
     }
 
@@ -891,7 +938,17 @@ impl<'a> Smo<'a> {
     /// count (a stale hint costs readers a second round of misses, not a wrong
     /// answer, but writers keep them exact).
     pub fn check(&self) -> Result<(), String> {
-        check(self.root())
+        check(self.root(), 0, u64::MAX)?;
+        // Every node the directory names is a level-0 node of this tree (its
+        // slots may be stale: readers check the node's fences).
+        let mut level0 = std::collections::HashSet::new();
+        level0_nodes(self.root(), &mut level0);
+        match self.inner.dir.named().find(|a| !level0.contains(a)) {
+            Some(a) => Err(format!(
+                "the level-0 directory names {a:#x}, not a level-0 node of the tree"
+            )),
+            None => Ok(()),
+        }
     }
 }
 
@@ -927,6 +984,7 @@ fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
     if level.is_empty() {
         level.push((None, Node::new(0)));
     }
+    set_fences(&level);
     let mut lvl = 1u8;
     while level.len() > 1 {
         let mut up: Vec<(Option<Sep>, Box<Node>)> = Vec::new();
@@ -957,10 +1015,21 @@ fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
             up.push(c);
         }
         level = up;
+        set_fences(&level);
         lvl += 1;
     }
     let (_, root) = level.pop().expect("one root");
     new_node(root)
+}
+
+/// Sets the fences of one level of a tree being built: each node's range
+/// runs from its low separator (none for the first) to the next node's.
+fn set_fences(level: &[(Option<Sep>, Box<Node>)]) {
+    for (j, (sep, n)) in level.iter().enumerate() {
+        n.lo.store(sep.as_ref().map_or(0, |s| s.prefix), Mo::Relaxed);
+        let hi = level.get(j + 1).and_then(|(s, _)| s.as_ref());
+        n.hi.store(hi.map_or(u64::MAX, |s| s.prefix), Mo::Relaxed);
+    }
 }
 
 /// Where the pairs begin in a node.
@@ -1056,7 +1125,7 @@ fn bytes(n: &Node) -> u64 {
 }
 
 /// See [`Smo::check`].
-fn check(n: &Node) -> Result<(), String> {
+fn check(n: &Node, lo: u64, hi: u64) -> Result<(), String> {
     let m = n.count();
     if (1..m).any(|i| n.pairs[i - 1].0.load(Mo::Relaxed) > n.pairs[i].0.load(Mo::Relaxed)) {
         return Err(format!(
@@ -1064,8 +1133,25 @@ fn check(n: &Node) -> Result<(), String> {
             n.level
         ));
     }
+    let fences = (n.lo.load(Mo::Relaxed), n.hi.load(Mo::Relaxed));
+    if fences != (lo, hi) {
+        return Err(format!(
+            "inner node at level {}: fences {:#x}..{:#x}, its parent's separators {lo:#x}..{hi:#x}",
+            n.level, fences.0, fences.1
+        ));
+    }
     if n.level > 0 {
         for i in 0..=m {
+            let clo = if i > 0 {
+                n.pairs[i - 1].0.load(Mo::Relaxed)
+            } else {
+                lo
+            };
+            let chi = if i < m {
+                n.pairs[i].0.load(Mo::Relaxed)
+            } else {
+                hi
+            };
             // SAFETY: children of a live node are live.
             let c = unsafe { &*n.kid(i) };
             if n.hint(i) != c.count() {
@@ -1076,10 +1162,22 @@ fn check(n: &Node) -> Result<(), String> {
                     n.hint(i)
                 ));
             }
-            check(c)?;
+            check(c, clo, chi)?;
         }
     }
     Ok(())
+}
+
+/// The level-0 nodes of a tree that does not change during the call.
+fn level0_nodes(n: &Node, out: &mut std::collections::HashSet<usize>) {
+    if n.level == 0 {
+        out.insert(n as *const Node as usize);
+    } else {
+        for k in n.children() {
+            // SAFETY: children of a live node are live.
+            level0_nodes(unsafe { &*(k as *const Node) }, out);
+        }
+    }
 }
 
 /// Leaves of a tree that does not change during the call, in key order.

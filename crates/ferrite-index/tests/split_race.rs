@@ -39,15 +39,30 @@ fn is_present(k: u64) -> bool {
     k % GAP == GAP / 2
 }
 
-/// Key `k`: 8 bytes big-endian, or (`long`) 40 bytes that share their first
-/// 8, so inner nodes keep whole separators out of line (their append-only
-/// buffers are appended to, compacted and split while readers compare
-/// against them).
-fn key(k: u64, long: bool) -> Vec<u8> {
-    if long {
-        [&b"longkey:"[..], &k.to_be_bytes(), &[b'.'; 24]].concat()
-    } else {
-        k.to_be_bytes().to_vec()
+/// How key numbers become keys.
+#[derive(Clone, Copy)]
+enum Keys {
+    /// 8 bytes big-endian: small numbers, all in the level-0 directory's
+    /// first bucket, so every route starts at the root.
+    Short,
+    /// 40 bytes that share their first 8, so inner nodes keep whole
+    /// separators out of line (their append-only buffers are appended to,
+    /// compacted and split while readers compare against them).
+    Long,
+    /// 8 bytes, the number times [`SPREAD`]: spread over the whole prefix
+    /// space, so routes go through the level-0 directory, whose slots the
+    /// splits keep making stale.
+    Spread,
+}
+
+const SPREAD: u64 = u64::MAX / (PRESENT * GAP + GAP);
+
+/// Key `k` (see [`Keys`]).
+fn key(k: u64, keys: Keys) -> Vec<u8> {
+    match keys {
+        Keys::Short => k.to_be_bytes().to_vec(),
+        Keys::Long => [&b"longkey:"[..], &k.to_be_bytes(), &[b'.'; 24]].concat(),
+        Keys::Spread => (k * SPREAD).to_be_bytes().to_vec(),
     }
 }
 
@@ -60,9 +75,13 @@ fn val(k: u64) -> Vec<u8> {
     }
 }
 
-fn kn(k: &[u8]) -> u64 {
+fn kn(k: &[u8], keys: Keys) -> u64 {
     let b = if k.len() == 8 { k } else { &k[8..16] };
-    u64::from_be_bytes(b.try_into().expect("8-byte key number"))
+    let x = u64::from_be_bytes(b.try_into().expect("8-byte key number"));
+    match keys {
+        Keys::Spread => x / SPREAD,
+        _ => x,
+    }
 }
 
 /// Checks one reader operation; returns a description of a violation.
@@ -72,9 +91,9 @@ fn read_once(
     idx: &FerriteIndex,
     rng: &mut SplitMix,
     hot: &[AtomicU64],
-    long: bool,
+    keys: Keys,
 ) -> Result<(), String> {
-    let key = |k| key(k, long);
+    let key = |k| key(k, keys);
     let p = if rng.below(2) == 0 {
         present(rng.below(PRESENT))
     } else {
@@ -91,8 +110,8 @@ fn read_once(
             // every present key up to where it stopped.
             let mut got = Vec::new();
             idx.scan(&key(p), 24, &mut |k, v| {
-                got.push(kn(k));
-                assert_eq!(v, val(kn(k)), "scan: value of another key");
+                got.push(kn(k, keys));
+                assert_eq!(v, val(kn(k, keys)), "scan: value of another key");
             })
             .map_err(|e| e.to_string())?;
             if got.first() != Some(&p) {
@@ -119,27 +138,27 @@ fn read_once(
             }
             let mut c = idx.cursor().map_err(|e| e.to_string())?;
             match c.seek(&key(p2)).map_err(|e| e.to_string())? {
-                Some((k, _)) if kn(&k) == p2 => {}
+                Some((k, _)) if kn(&k, keys) == p2 => {}
                 other => {
                     return Err(format!(
                         "seek({p2}) returned {:?}",
-                        other.map(|(k, _)| kn(&k))
+                        other.map(|(k, _)| kn(&k, keys))
                     ))
                 }
             }
             match c.prev().map_err(|e| e.to_string())? {
-                Some((k, _)) if (p..p2).contains(&kn(&k)) => Ok(()),
+                Some((k, _)) if (p..p2).contains(&kn(&k, keys)) => Ok(()),
                 other => Err(format!(
                     "prev below {p2}: {:?}, want a key in {p}..{p2}",
-                    other.map(|(k, _)| kn(&k))
+                    other.map(|(k, _)| kn(&k, keys))
                 )),
             }
         }
     }
 }
 
-fn race(idx: &FerriteIndex, long: bool) {
-    let key = |k| key(k, long);
+fn race(idx: &FerriteIndex, keys: Keys) {
+    let key = |k| key(k, keys);
     for i in 0..PRESENT {
         assert!(idx.insert(&key(present(i)), &val(present(i))).unwrap());
     }
@@ -158,7 +177,7 @@ fn race(idx: &FerriteIndex, long: bool) {
                     let mut rng = SplitMix(1000 + t);
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
-                        if let Err(e) = read_once(idx, &mut rng, hot, long) {
+                        if let Err(e) = read_once(idx, &mut rng, hot, keys) {
                             stop.store(true, Ordering::Relaxed);
                             panic!("after {n} reads: {e}");
                         }
@@ -235,26 +254,33 @@ fn race(idx: &FerriteIndex, long: bool) {
 }
 
 /// The race on a pool-backed index, then every block accounted for.
-fn race_on_pool(pool_bytes: u64, long: bool) {
+fn race_on_pool(pool_bytes: u64, keys: Keys) {
     let pool = Pool::create_volatile(pool_bytes, &PoolOptions::default()).unwrap();
     let idx = FerriteIndex::open_or_create(&pool, "race").unwrap();
-    race(&idx, long);
+    race(&idx, keys);
     assert_eq!(idx.count() as u64, PRESENT);
     idx.exhaust_and_account().unwrap();
 }
 
 #[test]
 fn readers_never_miss_keys_during_splits_and_unlinks() {
-    race_on_pool(256 << 20, false);
+    race_on_pool(256 << 20, Keys::Short);
 }
 
 #[test]
 fn readers_never_miss_long_keys_during_splits_and_unlinks() {
-    race_on_pool(512 << 20, true);
+    race_on_pool(512 << 20, Keys::Long);
 }
 
 #[test]
 fn readers_never_miss_keys_volatile_mode() {
     let idx = FerriteIndex::volatile(256 << 20).unwrap();
-    race(&idx, false);
+    race(&idx, Keys::Short);
+}
+
+/// The same race with keys spread over the whole prefix space: reads route
+/// through the level-0 directory while splits keep making its slots stale.
+#[test]
+fn readers_never_miss_keys_routed_through_the_directory() {
+    race_on_pool(256 << 20, Keys::Spread);
 }
