@@ -21,6 +21,10 @@
 //! briefly before blocking, see [`Inner::lock`]); readers and non-splitting
 //! writers never take it.
 //!
+//! A route may also start at a level-0 node found through the level-0
+//! directory ([`dir`]), checked against that node's prefix fences instead of
+//! coupled down from the root.
+//!
 //! Reclamation: nodes are never replaced or merged (a split keeps the left
 //! half in place, the root only grows, a leaf removal never empties a node), so
 //! they live as long as the tree and are freed when it is dropped. What is

@@ -20,8 +20,9 @@
 //! which live as long as the tree.
 //!
 //! Buckets that straddle two level-0 nodes are never filled (their keys route
-//! from the root), nor is anything while the root is itself at level 0 (a
-//! directory would only add a line to a one-node route).
+//! from the root; a slot whose bucket a split cut in two is emptied by the
+//! next route from the root through it), nor is anything while the root is
+//! itself at level 0 (a directory would only add a line to a one-node route).
 
 use std::sync::atomic::{AtomicU64, Ordering as Mo};
 use std::sync::OnceLock;
@@ -141,12 +142,20 @@ impl Dir {
             return;
         }
         let b = kp >> SHIFT;
-        if !force && slots[b as usize].load(Mo::Relaxed) & ADDR == addr {
-            return;
-        }
+        let slot = &slots[b as usize];
         let bs = b << SHIFT;
         let be = bs | ((1 << SHIFT) - 1);
         if !(n.lo.load(Mo::Relaxed) < bs && be < n.hi.load(Mo::Relaxed)) {
+            // The bucket straddles `n`'s range: no node holds all of it. A
+            // slot left by a split inside it would send some of its keys to
+            // a node that does not hold them, each time at the cost of that
+            // node's header line: empty it, as if it had never been filled.
+            if slot.load(Mo::Relaxed) != 0 && vlock::validate(&n.lock, v) {
+                slot.store(0, Mo::Relaxed);
+            }
+            return;
+        }
+        if !force && slot.load(Mo::Relaxed) & ADDR == addr {
             return;
         }
         let cnt = n.count();
@@ -156,7 +165,6 @@ impl Dir {
             return;
         }
         let w = addr | a << 48 | z << 56;
-        let slot = &slots[b as usize];
         if slot.load(Mo::Relaxed) != w {
             slot.store(w, Mo::Release);
         }
@@ -268,6 +276,21 @@ mod tests {
         }
         assert!(refused > 100, "{refused} stale slots refused");
         t.lock().check().unwrap();
+        // Every key routed from the root since: its slot names a node that
+        // holds its whole bucket, or nothing (the bucket straddles two).
+        for key in &keys {
+            let kp = SearchKey::new(key).prefix;
+            let named = t.dir.slots.get().unwrap()[(kp >> SHIFT) as usize].load(Mo::Relaxed) & ADDR;
+            if named != 0 {
+                // SAFETY: as above.
+                let n = unsafe { &*(named as *const Node) };
+                let bs = kp >> SHIFT << SHIFT;
+                assert!(
+                    n.lo.load(Mo::Relaxed) < bs && bs | ((1 << SHIFT) - 1) < n.hi.load(Mo::Relaxed),
+                    "a slot names a node that holds only part of its bucket"
+                );
+            }
+        }
         // Routing refilled them.
         let hits = keys.iter().filter(|key| probe(key).1.is_some()).count() as u64;
         assert!(
