@@ -49,8 +49,17 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
-    /// Default of [`RunSpec::check_every`]: 8 M answers (128 MiB) per worker.
+    /// Default of [`RunSpec::check_every`]: 8 Mi answers (128 MiB) per worker,
+    /// so a run of up to that many lookups and updates is checked after it
+    /// ends (a check mid-run is paused out of its worker's window, but not out
+    /// of the other workers').
     pub const CHECK_EVERY: usize = 1 << 23;
+    /// The most scan records a worker keeps before it checks them: 64 Ki
+    /// (1 MiB), small enough to stay in the core's cache. Scans deliver 100
+    /// records each; a buffer of 8 Mi of them grew through the last-level
+    /// cache, costing every scan write misses and evicting the index under
+    /// test (until 2026-11-29; see docs/BENCHMARKS.md).
+    pub const SCAN_CHECK_EVERY: usize = 1 << 16;
 }
 
 /// Latency percentiles in nanoseconds over the sampled operations.
@@ -332,9 +341,21 @@ struct Pending {
 }
 
 impl Pending {
-    /// Whether a buffer holds `cap` entries (time for a check mid-run).
+    /// Buffers for `points` lookup and update answers and `records` scan
+    /// records (and the scan that fills them past it), so they do not grow
+    /// in the measured window.
+    fn with_capacity(points: usize, records: usize, scan_size: usize) -> Pending {
+        Pending {
+            point: Vec::with_capacity(points),
+            scans: Vec::with_capacity(records / scan_size.max(1) + 1),
+            got: Vec::with_capacity(records + scan_size),
+        }
+    }
+
+    /// Whether a buffer holds `cap` entries, or the scan records
+    /// [`RunSpec::SCAN_CHECK_EVERY`] (time for a check mid-run).
     fn full(&self, cap: usize) -> bool {
-        self.point.len() >= cap || self.got.len() >= cap
+        self.point.len() >= cap || self.got.len() >= cap.min(RunSpec::SCAN_CHECK_EVERY)
     }
 
     /// Checks every kept answer against `e`, counts what is wrong in `o`, and
@@ -432,7 +453,11 @@ pub fn run(
                 let mut k = Vec::with_capacity(codec.key_len());
                 let mut v = Vec::with_capacity(codec.value_size);
                 let mut out = Vec::with_capacity(codec.value_size.max(8));
-                let mut pend = Pending::default();
+                let mut pend = Pending::with_capacity(
+                    (quota as usize).min(spec.check_every).min(1 << 22),
+                    spec.check_every.clamp(1, RunSpec::SCAN_CHECK_EVERY),
+                    spec.scan_size,
+                );
                 // Time spent checking a full buffer mid-run, taken out of
                 // this worker's window (wall and CPU).
                 let mut paused = Duration::ZERO;
@@ -763,7 +788,7 @@ mod tests {
         mix.read = 0.8;
         mix.scan = 0.2;
         let mut counts = Vec::new();
-        for every in [RunSpec::CHECK_EVERY, 64, 1] {
+        for every in [usize::MAX, 64, 1] {
             let mut e = KeySet::loaded(2_000);
             let mut sp = spec(mix, 20_000, 1);
             sp.check_every = every;
@@ -893,6 +918,26 @@ mod tests {
         let hottest = (0..n as usize).max_by_key(|&i| hits[i]).unwrap();
         assert_eq!(hottest, 1);
         assert!(hits[0] < hits[1] / 100, "{} vs {}", hits[0], hits[1]);
+    }
+
+    /// Scan records are checked once the core's cache would hold no more of
+    /// them, whatever the run's check interval for lookups and updates.
+    #[test]
+    fn scan_records_are_checked_before_they_outgrow_the_cache() {
+        let mut p = Pending::with_capacity(16, RunSpec::SCAN_CHECK_EVERY, 100);
+        assert!(p.got.capacity() >= RunSpec::SCAN_CHECK_EVERY + 100);
+        p.got.resize(RunSpec::SCAN_CHECK_EVERY - 1, (0, true));
+        assert!(!p.full(RunSpec::CHECK_EVERY));
+        p.got.push((0, true));
+        assert!(p.full(RunSpec::CHECK_EVERY));
+        assert!(p.full(usize::MAX));
+        // 1 MiB: within this machine's 2 MiB L2 per core.
+        assert!(RunSpec::SCAN_CHECK_EVERY * std::mem::size_of::<(u64, bool)>() <= 1 << 20);
+        // Lookups and updates keep theirs to the run's interval.
+        let mut q = Pending::with_capacity(16, RunSpec::SCAN_CHECK_EVERY, 100);
+        q.point.resize(RunSpec::SCAN_CHECK_EVERY, (0, false, false));
+        assert!(!q.full(RunSpec::CHECK_EVERY));
+        assert!(q.full(RunSpec::SCAN_CHECK_EVERY));
     }
 
     #[test]
