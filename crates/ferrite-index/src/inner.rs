@@ -670,13 +670,11 @@ pub struct Inner {
 impl Inner {
     /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
     pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> Inner {
-        let root = build(leaves);
-        // SAFETY: `build` returns a fully built node.
-        let on = unsafe { (*root).level } > 0;
+        let (root, level) = build(leaves);
         Inner {
             root: AtomicPtr::new(root),
             smo: Mutex::new(()),
-            dir: Dir::new(on),
+            dir: Dir::new(level > 0),
         }
     }
 
@@ -956,8 +954,9 @@ impl<'a> Smo<'a> {
     }
 }
 
-/// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
-fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
+/// Bulk-builds a tree over `leaves` (in key order; the first has no low key);
+/// returns the root and its level.
+fn build(leaves: Vec<(Option<Sep>, u64)>) -> (*mut Node, u8) {
     let mut level: Vec<(Option<Sep>, Box<Node>)> = Vec::new();
     let mut cur: Option<(Option<Sep>, Box<Node>)> = None;
     let mut first = true;
@@ -1023,7 +1022,7 @@ fn build(leaves: Vec<(Option<Sep>, u64)>) -> *mut Node {
         lvl += 1;
     }
     let (_, root) = level.pop().expect("one root");
-    new_node(root)
+    (new_node(root), lvl - 1)
 }
 
 /// Sets the fences of one level of a tree being built: each node's range
