@@ -328,7 +328,8 @@ struct WorkerOut {
 /// random read or two of the (large) expected set, which would otherwise be
 /// counted in every operation's time and latency. Checked after the run, or
 /// when a buffer fills (that time is taken out of the worker's window; the
-/// once-a-second throughput samples still include it).
+/// once-a-second throughput samples still include it). `Default` is the
+/// empty placeholder left behind when a worker's buffers are taken.
 #[derive(Default)]
 struct Pending {
     /// Lookups and updates: (id, is an update, the index's answer).
@@ -338,24 +339,40 @@ struct Pending {
     scans: Vec<(u64, usize, usize)>,
     /// Delivered scan records: (decoded key hash, value matches its key).
     got: Vec<(u64, bool)>,
+    /// Lookup and update answers kept before a check mid-run.
+    points_cap: usize,
+    /// Scan records kept before a check mid-run.
+    records_cap: usize,
 }
 
 impl Pending {
-    /// Buffers for `points` lookup and update answers and `records` scan
-    /// records (and the scan that fills them past it), so they do not grow
-    /// in the measured window.
-    fn with_capacity(points: usize, records: usize, scan_size: usize) -> Pending {
+    /// The most lookup and update answers reserved before a run (64 MiB): a
+    /// longer run's buffer grows past it.
+    const RESERVED_POINTS: usize = 1 << 22;
+
+    /// Buffers of a worker with `quota` operations that checks every
+    /// `check_every` answers, and every [`RunSpec::SCAN_CHECK_EVERY`] scan
+    /// records at most. They are reserved now (with room for the scan that
+    /// fills them past the mark), so they do not grow in the measured window.
+    fn new(check_every: usize, quota: u64, scan_size: usize) -> Pending {
+        let points_cap = check_every.max(1);
+        let records_cap = points_cap.min(RunSpec::SCAN_CHECK_EVERY);
+        let points = usize::try_from(quota)
+            .unwrap_or(usize::MAX)
+            .min(points_cap)
+            .min(Self::RESERVED_POINTS);
         Pending {
             point: Vec::with_capacity(points),
-            scans: Vec::with_capacity(records / scan_size.max(1) + 1),
-            got: Vec::with_capacity(records + scan_size),
+            scans: Vec::with_capacity(records_cap / scan_size.max(1) + 1),
+            got: Vec::with_capacity(records_cap + scan_size),
+            points_cap,
+            records_cap,
         }
     }
 
-    /// Whether a buffer holds `cap` entries, or the scan records
-    /// [`RunSpec::SCAN_CHECK_EVERY`] (time for a check mid-run).
-    fn full(&self, cap: usize) -> bool {
-        self.point.len() >= cap || self.got.len() >= cap.min(RunSpec::SCAN_CHECK_EVERY)
+    /// Whether a buffer is due for a check mid-run.
+    fn full(&self) -> bool {
+        self.point.len() >= self.points_cap || self.got.len() >= self.records_cap
     }
 
     /// Checks every kept answer against `e`, counts what is wrong in `o`, and
@@ -453,11 +470,7 @@ pub fn run(
                 let mut k = Vec::with_capacity(codec.key_len());
                 let mut v = Vec::with_capacity(codec.value_size);
                 let mut out = Vec::with_capacity(codec.value_size.max(8));
-                let mut pend = Pending::with_capacity(
-                    (quota as usize).min(spec.check_every).min(1 << 22),
-                    spec.check_every.clamp(1, RunSpec::SCAN_CHECK_EVERY),
-                    spec.scan_size,
-                );
+                let mut pend = Pending::new(spec.check_every, quota, spec.scan_size);
                 // Time spent checking a full buffer mid-run, taken out of
                 // this worker's window (wall and CPU).
                 let mut paused = Duration::ZERO;
@@ -569,7 +582,7 @@ pub fn run(
                         o.issued[x] += 1;
                         o.succeeded[x] += u64::from(ok);
                         o.done += 1;
-                        if let (Some(e), true) = (exp, pend.full(spec.check_every.max(1))) {
+                        if let (Some(e), true) = (exp, pend.full()) {
                             let p0 = Instant::now();
                             let c0 = thread_cpu_secs();
                             pend.check(e, spec.scan_size, check_scan_contents, &mut o);
@@ -924,20 +937,27 @@ mod tests {
     /// them, whatever the run's check interval for lookups and updates.
     #[test]
     fn scan_records_are_checked_before_they_outgrow_the_cache() {
-        let mut p = Pending::with_capacity(16, RunSpec::SCAN_CHECK_EVERY, 100);
-        assert!(p.got.capacity() >= RunSpec::SCAN_CHECK_EVERY + 100);
-        p.got.resize(RunSpec::SCAN_CHECK_EVERY - 1, (0, true));
-        assert!(!p.full(RunSpec::CHECK_EVERY));
-        p.got.push((0, true));
-        assert!(p.full(RunSpec::CHECK_EVERY));
-        assert!(p.full(usize::MAX));
+        for every in [RunSpec::CHECK_EVERY, usize::MAX] {
+            let mut p = Pending::new(every, 2_000_000, 100);
+            assert!(p.got.capacity() >= RunSpec::SCAN_CHECK_EVERY + 100);
+            p.got.resize(RunSpec::SCAN_CHECK_EVERY - 1, (0, true));
+            assert!(!p.full());
+            p.got.push((0, true));
+            assert!(p.full(), "every {every}");
+        }
         // 1 MiB: within this machine's 2 MiB L2 per core.
         assert!(RunSpec::SCAN_CHECK_EVERY * std::mem::size_of::<(u64, bool)>() <= 1 << 20);
         // Lookups and updates keep theirs to the run's interval.
-        let mut q = Pending::with_capacity(16, RunSpec::SCAN_CHECK_EVERY, 100);
+        let mut q = Pending::new(RunSpec::CHECK_EVERY, 2_000_000, 100);
         q.point.resize(RunSpec::SCAN_CHECK_EVERY, (0, false, false));
-        assert!(!q.full(RunSpec::CHECK_EVERY));
-        assert!(q.full(RunSpec::SCAN_CHECK_EVERY));
+        assert!(!q.full());
+        let mut r = Pending::new(RunSpec::SCAN_CHECK_EVERY, 2_000_000, 100);
+        r.point.resize(RunSpec::SCAN_CHECK_EVERY, (0, false, false));
+        assert!(r.full());
+        // A smaller interval applies to scan records too.
+        let mut t = Pending::new(64, 2_000_000, 10);
+        t.got.resize(64, (0, true));
+        assert!(t.full());
     }
 
     #[test]
