@@ -186,14 +186,9 @@ pub fn match_leaf(h: &[u64; LINES], fp: u8) -> u32 {
 /// never a wrong answer. Scans store it, with plain stores, after sorting a
 /// leaf whose hint did not fit; nothing writes it back.
 pub fn encode_order(sorted: &[u128]) -> [u64; 2] {
-    encode_slots(sorted.iter().map(|&w| w as usize))
-}
-
-/// The scan-order hint naming `slots`, in that order (see [`encode_order`]).
-pub fn encode_slots(slots: impl IntoIterator<Item = usize>) -> [u64; 2] {
     let mut h = [0u64; 2];
-    for (i, s) in slots.into_iter().take(SLOTS).enumerate() {
-        h[i / 12] |= (s as u64 & 31) << (5 * (i % 12));
+    for (i, &w) in sorted.iter().take(SLOTS).enumerate() {
+        h[i / 12] |= u64::from(w as u8 & 31) << (5 * (i % 12));
     }
     h
 }
@@ -233,50 +228,6 @@ pub fn order_by_hint(
     true
 }
 
-/// Writes the sort words of the slots in `mask` to `out` in key order and
-/// returns how many, using the hint `h` as far as it still fits: its codes,
-/// in turn, are taken while they name a slot of `mask` not yet taken whose key
-/// is above the last one taken (an increasing run of distinct slots), and the
-/// slots left (inserted since the hint was stored, or all of them when the
-/// hint is garbage) are then inserted one by one. Entries are placed by their
-/// home lines, not in key order, so a hint a few inserts old saves most of a
-/// sort; the result is sorted whatever `h` holds.
-#[inline]
-pub fn order_from_stale_hint(
-    words: &[u128; SLOTS],
-    mask: u32,
-    h: [u64; 2],
-    out: &mut [u128; SLOTS],
-) -> usize {
-    let mut left = mask;
-    let mut n = 0;
-    let mut codes = u128::from(h[0] & ((1 << 60) - 1)) | u128::from(h[1]) << 60;
-    for _ in 0..SLOTS {
-        let s = (codes & 31) as usize;
-        codes >>= 5;
-        if s < SLOTS && left & (1 << s) != 0 {
-            let w = words[s];
-            if n == 0 || w >> 16 > out[n - 1] >> 16 {
-                out[n] = w;
-                n += 1;
-                left &= !(1 << s);
-            }
-        }
-    }
-    while left != 0 {
-        let w = words[left.trailing_zeros() as usize];
-        left &= left - 1;
-        let mut i = n;
-        while i > 0 && out[i - 1] >> 16 > w >> 16 {
-            out[i] = out[i - 1];
-            i -= 1;
-        }
-        out[i] = w;
-        n += 1;
-    }
-    n
-}
-
 /// 1-byte fingerprint of a key (part of the persistent format: stable).
 #[inline]
 pub fn fingerprint(key: &[u8]) -> u8 {
@@ -310,46 +261,23 @@ pub fn suffix_of(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
-/// A free place for an entry in line header `x`: a free slot for a narrow
-/// entry, two adjacent free slots for a wide one (the slot within the line).
-#[inline]
-fn line_space(x: u64, wide: bool) -> Option<usize> {
-    let free = !hdr_valid(x) & 7;
-    if wide {
-        (0..PER_LINE - 1).find(|&s| free & (3 << s) == 3 << s)
-    } else if free != 0 {
-        Some(free.trailing_zeros() as usize)
-    } else {
-        None
-    }
-}
-
 /// A free place for an entry in headers `h`: any free slot for a narrow entry,
 /// two adjacent free slots of one line for a wide one.
 #[inline]
 pub fn find_space(h: &[u64; LINES], wide: bool) -> Option<usize> {
-    (0..LINES).find_map(|l| line_space(h[l], wide).map(|s| l * PER_LINE + s))
-}
-
-/// The two lines where an entry with fingerprint `fp` is placed when they have
-/// room ([`find_space_for`]), so that a lookup reads those two lines first
-/// ([`Leaf::home_hdrs`]) instead of all [`LINES`]. A placement policy, not part of
-/// the format: an entry anywhere else is still found, by the full search.
-#[inline]
-pub fn home_lines(fp: u8) -> [usize; 2] {
-    let a = fp as usize % LINES;
-    let b = fp as usize / LINES % LINES;
-    [a, if b == a { (a + 1) % LINES } else { b }]
-}
-
-/// A free place for an entry with fingerprint `fp`: in one of its
-/// [`home_lines`] if either has room, else anywhere ([`find_space`]).
-#[inline]
-pub fn find_space_for(h: &[u64; LINES], wide: bool, fp: u8) -> Option<usize> {
-    home_lines(fp)
-        .into_iter()
-        .find_map(|l| line_space(h[l], wide).map(|s| l * PER_LINE + s))
-        .or_else(|| find_space(h, wide))
+    for (l, &x) in h.iter().enumerate() {
+        let free = !hdr_valid(x) & 7;
+        if wide {
+            for s in 0..PER_LINE - 1 {
+                if free & (3 << s) == 3 << s {
+                    return Some(l * PER_LINE + s);
+                }
+            }
+        } else if free != 0 {
+            return Some(l * PER_LINE + free.trailing_zeros() as usize);
+        }
+    }
+    None
 }
 
 /// Headers `h` with the entry at `slot` (two slots when `wide`) invalid.
@@ -482,17 +410,6 @@ impl Leaf {
         std::array::from_fn(|l| self.hdr(l))
     }
 
-    /// The headers of the [`home_lines`] of fingerprint `fp`, every other line
-    /// reading as empty: two loads where [`Self::hdrs`] takes [`LINES`].
-    #[inline]
-    pub fn home_hdrs(&self, fp: u8) -> [u64; LINES] {
-        let mut h = [0u64; LINES];
-        for l in home_lines(fp) {
-            h[l] = self.hdr(l);
-        }
-        h
-    }
-
     /// Valid slots as a bitmask over all lines.
     pub fn valid_mask(&self) -> u64 {
         let mut m = 0u64;
@@ -547,40 +464,6 @@ mod tests {
 }
 
 #[cfg(test)]
-mod placement_tests {
-    use super::*;
-
-    /// An entry goes to its first home line, then its second, then anywhere;
-    /// a wide entry needs two adjacent free slots there. Every line is some
-    /// fingerprint's first home, so entries spread over the whole leaf.
-    #[test]
-    fn entries_go_to_their_home_lines_while_those_have_room() {
-        let mut firsts = [0usize; LINES];
-        for fp in 0..=255u8 {
-            let [a, b] = home_lines(fp);
-            assert!(a < LINES && b < LINES && a != b, "{fp}");
-            firsts[a] += 1;
-            let line = |slot: Option<usize>| slot.map(|s| s / PER_LINE);
-            let mut h = [0u64; LINES];
-            assert_eq!(line(find_space_for(&h, false, fp)), Some(a));
-            assert_eq!(line(find_space_for(&h, true, fp)), Some(a));
-            // The middle slot taken: room for a narrow entry, not a wide one.
-            h[a] = hdr_set(0, 1, desc(8, 8), 0);
-            assert_eq!(find_space_for(&h, false, fp), Some(a * PER_LINE));
-            assert_eq!(line(find_space_for(&h, true, fp)), Some(b));
-            h[a] = 0b111;
-            assert_eq!(line(find_space_for(&h, false, fp)), Some(b));
-            h[b] = 0b111;
-            assert_eq!(find_space_for(&h, false, fp), find_space(&h, false));
-            assert!(find_space(&h, false).is_some());
-            let full = [0b111u64; LINES];
-            assert_eq!(find_space_for(&full, false, fp), None);
-        }
-        assert!(firsts.iter().all(|&n| n == 256 / LINES), "{firsts:?}");
-    }
-}
-
-#[cfg(test)]
 mod order_hint_tests {
     use super::*;
 
@@ -604,53 +487,6 @@ mod order_hint_tests {
         let mut out = [0u128; SLOTS];
         assert!(order_by_hint(&by_slot, mask, h, &mut out));
         assert_eq!(&out[..sorted.len()], &sorted[..]);
-    }
-
-    /// A stale hint (entries inserted and deleted since it was stored) or a
-    /// garbage one still gives every valid slot once, in key order.
-    #[test]
-    fn a_stale_or_garbage_hint_still_orders_every_entry() {
-        let mut rng = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
-        for _ in 0..2000 {
-            let (mut words, mut mask) = ([0u128; SLOTS], 0u32);
-            let mut keys = std::collections::HashSet::new();
-            for (s, w) in words.iter_mut().enumerate() {
-                let k = next() % 1000;
-                // Keys of one leaf are distinct.
-                if next() % 4 != 0 && keys.insert(k) {
-                    *w = word(k, s);
-                    mask |= 1 << s;
-                }
-            }
-            let valid = |s: &usize| mask >> s & 1 == 1;
-            let mut want: Vec<u128> = (0..SLOTS).filter(valid).map(|s| words[s]).collect();
-            want.sort_unstable();
-            // A hint stored before some entries were inserted and others
-            // deleted (slots no longer valid), partly out of order.
-            let mut stale: Vec<u128> = want.iter().copied().filter(|_| next() % 3 != 0).collect();
-            stale.extend((0..SLOTS).filter(|s| !valid(s)).map(|s| word(0, s)).take(2));
-            stale.sort_unstable_by_key(|w| (w >> 64, next() % 8 == 0));
-            if stale.len() > 3 && next() % 2 == 0 {
-                stale.swap(1, 2);
-            }
-            let hints = [
-                encode_order(&want),
-                encode_order(&stale),
-                [next(), next()],
-                [0, 0],
-            ];
-            for h in hints {
-                let mut out = [0u128; SLOTS];
-                let n = order_from_stale_hint(&words, mask, h, &mut out);
-                assert_eq!(&out[..n], &want[..], "hint {h:x?}");
-            }
-        }
     }
 
     /// Every way a hint can be wrong for the entries read is refused.

@@ -98,46 +98,34 @@ impl FerriteIndex {
             let Some(v) = self.read_begin(lf) else {
                 continue;
             };
-            // The key's two home lines first (where inserts put it when they
-            // have room), then the rest of the leaf.
-            let mut h = lf.home_hdrs(fp);
+            let h = lf.hdrs();
             let mut m = match_leaf(&h, fp);
-            let seen = m;
             let mut hit = None;
-            for pass in 0..2 {
-                if pass == 1 {
-                    h = lf.hdrs();
-                    m = match_leaf(&h, fp) & !seen;
+            while m != 0 {
+                let slot = m.trailing_zeros() as usize;
+                m &= m - 1;
+                // A continuation slot or a torn read: skip (validated below).
+                let Some(r) = read_raw(lf, &h, slot) else {
+                    continue;
+                };
+                // The inline prefix is checked before any dereference.
+                if r.klen != sk.len || r.kw != sk.prefix {
+                    continue;
                 }
-                while m != 0 {
-                    let slot = m.trailing_zeros() as usize;
-                    m &= m - 1;
-                    // A continuation slot or a torn read: skip (validated below).
-                    let Some(r) = read_raw(lf, &h, slot) else {
-                        continue;
-                    };
-                    // The inline prefix is checked before any dereference.
-                    if r.klen != sk.len || r.kw != sk.prefix {
-                        continue;
+                let eq = if !r.wide() {
+                    true
+                } else if !r.key_ool() {
+                    r.k2 == suffix_of(key)
+                } else {
+                    // Dereference only words of a consistent version: the block
+                    // is then live until our epoch ends.
+                    if !self.validate(lf, v) {
+                        continue 'retry;
                     }
-                    let eq = if !r.wide() {
-                        true
-                    } else if !r.key_ool() {
-                        r.k2 == suffix_of(key)
-                    } else {
-                        // Dereference only words of a consistent version: the
-                        // block is then live until our epoch ends.
-                        if !self.validate(lf, v) {
-                            continue 'retry;
-                        }
-                        self.ool(r.k2).is_some_and(|b| b == key)
-                    };
-                    if eq {
-                        hit = Some(r);
-                        break;
-                    }
-                }
-                if hit.is_some() {
+                    self.ool(r.k2).is_some_and(|b| b == key)
+                };
+                if eq {
+                    hit = Some(r);
                     break;
                 }
             }
@@ -173,19 +161,16 @@ impl FerriteIndex {
         };
         // Every slot is read, valid or not, without a branch per entry: the
         // valid ones are in `mask` and nothing else is used.
-        // Entries sit in their home lines, so which slots are valid follows no
-        // pattern: nothing below branches on it (a branch per slot would be
-        // mispredicted about half the time).
         let h = lf.hdrs();
-        let (mut mask, mut wide) = (0u32, 0u32);
+        let (mut mask, mut wide) = (0u32, false);
         for (l, &hl) in h.iter().enumerate() {
             let valid = hdr_valid(hl);
             mask |= valid << (l * PER_LINE);
             for s in 0..PER_LINE {
                 let d = hdr_desc(hl, s);
                 let (kc, vc) = (kcode(d), vcode(d));
-                wide |= (valid >> s)
-                    & u32::from((kc as usize > INLINE_MAX) | (vc as usize > INLINE_MAX));
+                wide |=
+                    valid >> s & 1 == 1 && (kc as usize > INLINE_MAX) | (vc as usize > INLINE_MAX);
                 let slot = l * PER_LINE + s;
                 out.words[slot] = (u128::from(lf.key_word(slot)) << 64)
                     | (u128::from(kc) << 16)
@@ -195,7 +180,7 @@ impl FerriteIndex {
             }
         }
         out.mask = mask;
-        if wide & 1 != 0 {
+        if wide {
             // Wide, out-of-line or torn: the general path decides.
             return Narrow::Mixed;
         }
@@ -294,120 +279,5 @@ impl FerriteIndex {
             )
         });
         Some(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use ferrite_kv::OrderedKv;
-
-    use super::*;
-
-    /// The share of a tree's entries that sit in one of their home lines,
-    /// and how many do not.
-    fn placement(idx: &FerriteIndex) -> (f64, usize) {
-        let mut leaves = Vec::new();
-        idx.inner.lock().leaves(&mut leaves);
-        let (mut home, mut away) = (0usize, 0usize);
-        for off in leaves {
-            let h = idx.leaf(off).hdrs();
-            for slot in (0..SLOTS).filter(|&s| is_primary(&h, s)) {
-                let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-                if home_lines(hdr_fp(h[l], s)).contains(&l) {
-                    home += 1;
-                } else {
-                    away += 1;
-                }
-            }
-        }
-        (home as f64 / (home + away) as f64, away)
-    }
-
-    fn check(idx: &FerriteIndex, m: &BTreeMap<Vec<u8>, Vec<u8>>, absent: &[Vec<u8>]) {
-        let mut out = Vec::new();
-        for (k, v) in m {
-            assert!(idx.get_into(k, &mut out).unwrap(), "{k:x?} lost");
-            assert_eq!(&out, v, "{k:x?}");
-        }
-        for k in absent {
-            assert!(!idx.get_into(k, &mut out).unwrap(), "{k:x?} found");
-        }
-    }
-
-    /// Inserts and splits put most entries in one of their two home lines
-    /// (what lets a lookup load two lines of a leaf), and lookups, updates
-    /// and deletes still find the entries that had to go elsewhere, for
-    /// narrow and wide keys. Tripwires checked by hand: placing entries with
-    /// `find_space` drops the home share to about a third and fails here; a
-    /// lookup that searches only the home lines loses the others and fails.
-    #[test]
-    fn keys_are_found_in_and_out_of_their_home_lines() {
-        for klen in [8usize, 13] {
-            let idx = FerriteIndex::volatile(64 << 20).unwrap();
-            let key = |i: u64| {
-                let mut k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec();
-                k.resize(klen, b'.');
-                k
-            };
-            let mut m = BTreeMap::new();
-            for i in 0..20_000u64 {
-                let (k, v) = (key(i), i.to_le_bytes().to_vec());
-                assert!(idx.insert(&k, &v).unwrap());
-                m.insert(k, v);
-            }
-            let absent: Vec<_> = (20_000..21_000).map(key).collect();
-            let (share, away) = placement(&idx);
-            // A wide entry takes two slots of a line, so a line holds one.
-            let floor = if klen <= 8 { 0.8 } else { 0.7 };
-            assert!(share > floor, "{klen}-byte keys: {share:.3} at home");
-            assert!(away > 100, "{klen}-byte keys: {away} away from home");
-            check(&idx, &m, &absent);
-            // Updates in place, updates that change the value's length (a
-            // move to another slot), and deletes.
-            for (i, (k, v)) in m.iter_mut().enumerate() {
-                *v = match i % 3 {
-                    0 => (i as u32).to_le_bytes().to_vec(),
-                    1 => (i as u64 + 7).to_le_bytes().to_vec(),
-                    _ => continue,
-                };
-                assert!(idx.update(k, v).unwrap());
-            }
-            let gone: Vec<_> = m.keys().step_by(4).cloned().collect();
-            for k in &gone {
-                assert!(idx.delete(k).unwrap());
-                m.remove(k);
-            }
-            check(&idx, &m, &[absent, gone].concat());
-        }
-    }
-
-    /// A split stores both halves' scan-order hints: after ascending inserts
-    /// (the lower half of every split then gets no more), every leaf but the
-    /// last has a hint that orders it exactly, without a scan ever sorting
-    /// one. Tripwire: without the split's hints none does.
-    #[test]
-    fn a_split_leaves_both_halves_ordered() {
-        let idx = FerriteIndex::volatile(64 << 20).unwrap();
-        for i in 0..5000u64 {
-            idx.insert(&(i * 3).to_be_bytes(), &i.to_le_bytes())
-                .unwrap();
-        }
-        let mut leaves = Vec::new();
-        idx.inner.lock().leaves(&mut leaves);
-        assert!(leaves.len() > 100);
-        let mut narrow = NarrowLeaf::default();
-        let mut out = [0u128; SLOTS];
-        for &off in &leaves[..leaves.len() - 1] {
-            assert!(matches!(
-                idx.snapshot_narrow(idx.leaf(off), &mut narrow),
-                Narrow::Done(_)
-            ));
-            assert!(
-                order_by_hint(&narrow.words, narrow.mask, narrow.hint, &mut out),
-                "leaf {off:#x}"
-            );
-        }
     }
 }

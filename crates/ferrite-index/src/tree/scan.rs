@@ -102,9 +102,8 @@ impl FerriteIndex {
                 if fast.is_some() {
                     // Every key and value inline (the common case of 8-byte
                     // keys): one packed word per entry, put in order by the
-                    // leaf's hint when it is right, else by what still fits
-                    // of it and insertion (and the hint stored for the next
-                    // scan).
+                    // leaf's hint when it is right, else sorted (and the
+                    // hint stored for the next scan).
                     let low = filter.then(|| {
                         let (p, _, l) = sw;
                         let bound = (u128::from(p) << 64) | (u128::from(l) << 16);
@@ -116,7 +115,12 @@ impl FerriteIndex {
                     });
                     let cnt = narrow.mask.count_ones() as usize;
                     if !order_by_hint(&narrow.words, narrow.mask, narrow.hint, &mut packed) {
-                        order_from_stale_hint(&narrow.words, narrow.mask, narrow.hint, &mut packed);
+                        let mut m = narrow.mask;
+                        for p in packed.iter_mut().take(cnt) {
+                            *p = narrow.words[m.trailing_zeros() as usize];
+                            m &= m - 1;
+                        }
+                        packed[..cnt].sort_unstable();
                         if self.order_hints {
                             lf.set_order_hint(encode_order(&packed[..cnt]));
                         }

@@ -87,28 +87,23 @@ impl FerriteIndex {
         let nl = self.leaf(off);
         init_leaf(nl, lf.next());
         nl.lock_word().store(1, Ordering::Relaxed);
-        // In key order (the new entry at its rank), which is what the new
-        // leaf's scan-order hint records.
         let mut moved: Vec<Raw> = order[mid..].iter().map(|o| raws[o.1]).collect();
         if new_right {
             if let Some(n) = new {
-                moved.insert(narrow_rank(&moved, &n), n);
+                moved.push(n);
             }
         }
         // Wide entries first: each needs two slots of one line.
+        moved.sort_by_key(|r| !r.wide());
         let mut nh = [0u64; LINES];
-        let mut slots = [0usize; SLOTS];
-        for wide in [true, false] {
-            for (i, r) in moved.iter().enumerate().filter(|(_, r)| r.wide() == wide) {
-                let slot = find_space_for(&nh, r.wide(), r.fp).ok_or_else(|| {
-                    KvError::corrupt(
-                        OBJECT,
-                        format!("split of leaf {:#x}: entries do not fit a leaf", lf.off),
-                    )
-                })?;
-                write_entry(nl, &mut nh, slot, r);
-                slots[i] = slot;
-            }
+        for r in &moved {
+            let slot = find_space(&nh, r.wide()).ok_or_else(|| {
+                KvError::corrupt(
+                    OBJECT,
+                    format!("split of leaf {:#x}: entries do not fit a leaf", lf.off),
+                )
+            })?;
+            write_entry(nl, &mut nh, slot, r);
         }
         for (l, &x) in nh.iter().enumerate() {
             nl.set_hdr(l, x);
@@ -137,44 +132,23 @@ impl FerriteIndex {
             }
         }
         let mut placed = new.is_none() || new_right;
-        // The new entry's line is written back even when its header reads as
-        // before: it may take the very slot a moved entry with the same
-        // fingerprint and lengths left (its home line is the moved one's).
-        let mut new_line = None;
-        // The old leaf's entries in key order, by slot, for its hint.
-        let mut kept = [0usize; SLOTS];
-        for (k, o) in kept.iter_mut().zip(&order[..mid]) {
-            *k = raws[o.1].slot;
-        }
-        let mut nkept = mid;
         if !new_right {
             if let Some(n) = new {
-                if let Some(slot) = find_space_for(&hh, n.wide(), n.fp) {
+                if let Some(slot) = find_space(&hh, n.wide()) {
                     let l = slot / PER_LINE;
                     write_entry(lf, &mut hh, slot, &n);
                     lf.set_hdr(l, hh[l]);
-                    new_line = Some(l);
                     placed = true;
-                    let at = narrow_rank(order[..mid].iter().map(|o| &raws[o.1]), &n);
-                    kept.copy_within(at..nkept, at + 1);
-                    kept[at] = slot;
-                    nkept += 1;
                 }
             }
         }
         for l in 0..LINES {
-            if hh[l] != h[l] || new_line == Some(l) {
+            if hh[l] != h[l] {
                 self.flush_line(lf, l);
             }
         }
         self.fence_step(&mut res);
         lk.dirty = true;
-        // Both halves' scan-order hints, from the order the split sorted:
-        // the next scan of either need not sort it.
-        if self.order_hints {
-            nl.set_order_hint(encode_slots(slots[..moved.len()].iter().copied()));
-            lf.set_order_hint(encode_slots(kept[..nkept].iter().copied()));
-        }
         // The separator goes into the inner nodes while this leaf is still
         // locked (the caller unlocks it): that is what lets a reader's check of
         // the level-0 node after taking the leaf's version catch this split (see
@@ -305,7 +279,7 @@ impl FerriteIndex {
         let mut plan = h;
         let mut slots = Vec::with_capacity(raws.len());
         for r in &raws {
-            let Some(slot) = find_space_for(&plan, r.wide(), r.fp) else {
+            let Some(slot) = find_space(&plan, r.wide()) else {
                 return false;
             };
             let (l, x) = (slot / PER_LINE, slot % PER_LINE);
@@ -369,14 +343,4 @@ impl FerriteIndex {
         self.drop_from_chain(&mut plk, lk, g);
         self.unlinks.fetch_add(1, Ordering::Relaxed);
     }
-}
-
-/// Where `n` goes among `sorted` (entries in key order) by the inline key
-/// words: its rank for narrow keys, which is all a scan-order hint is used
-/// for (a leaf with a wide entry takes the general scan path, hint unread).
-fn narrow_rank<'a>(sorted: impl IntoIterator<Item = &'a Raw>, n: &Raw) -> usize {
-    sorted
-        .into_iter()
-        .filter(|r| (r.kw, r.klen) < (n.kw, n.klen))
-        .count()
 }

@@ -66,39 +66,20 @@ impl FerriteIndex {
         }
     }
 
-    /// The entry of `sk` in a leaf the caller has locked. When the key is
-    /// `likely_present`, its home lines are searched first ([`home_lines`]):
-    /// two line loads when it is there, a second round of loads when not. An
-    /// insert expects the key absent and loads every line at once.
-    pub(super) fn find_locked(
-        &self,
-        lf: Leaf,
-        sk: &SearchKey<'_>,
-        fp: u8,
-        likely_present: bool,
-    ) -> Option<Raw> {
-        let find = |h: &[u64; LINES], mut m: u32| {
-            while m != 0 {
-                let slot = m.trailing_zeros() as usize;
-                m &= m - 1;
-                if let Some(r) = read_raw(lf, h, slot) {
-                    if self.raw_eq(&r, sk) {
-                        return Some(r);
-                    }
+    /// The entry of `sk` in a leaf the caller has locked.
+    pub(super) fn find_locked(&self, lf: Leaf, sk: &SearchKey<'_>, fp: u8) -> Option<Raw> {
+        let h = lf.hdrs();
+        let mut m = match_leaf(&h, fp);
+        while m != 0 {
+            let slot = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if let Some(r) = read_raw(lf, &h, slot) {
+                if self.raw_eq(&r, sk) {
+                    return Some(r);
                 }
             }
-            None
-        };
-        let mut seen = 0;
-        if likely_present {
-            let home = lf.home_hdrs(fp);
-            seen = match_leaf(&home, fp);
-            if let Some(r) = find(&home, seen) {
-                return Some(r);
-            }
         }
-        let h = lf.hdrs();
-        find(&h, match_leaf(&h, fp) & !seen)
+        None
     }
 
     pub(super) fn put(&self, key: &[u8], value: &[u8], mode: PutMode) -> KvResult<bool> {
@@ -110,7 +91,7 @@ impl FerriteIndex {
         loop {
             let mut lk = self.lock_for(&sk, &g);
             let lf = lk.lf;
-            match self.find_locked(lf, &sk, fp, mode == PutMode::Update) {
+            match self.find_locked(lf, &sk, fp) {
                 Some(r) => {
                     if mode == PutMode::Insert {
                         return Ok(false);
@@ -156,7 +137,7 @@ impl FerriteIndex {
         let lf = lk.lf;
         loop {
             let mut h = lf.hdrs();
-            if let Some(slot) = find_space_for(&h, e.wide(), e.fp) {
+            if let Some(slot) = find_space(&h, e.wide()) {
                 let l = slot / PER_LINE;
                 write_entry(lf, &mut h, slot, e);
                 lf.set_hdr(l, h[l]);
@@ -230,7 +211,7 @@ impl FerriteIndex {
             self.fence_step(&mut res);
         } else {
             // Another line: a pending-move word makes the switch recoverable.
-            let Some(ns) = find_space_for(&h, r.wide(), r.fp) else {
+            let Some(ns) = find_space(&h, r.wide()) else {
                 if ne.ool() {
                     self.blocks().discard(&[ne.word]);
                 }
@@ -268,7 +249,7 @@ impl FerriteIndex {
         let g = epoch::pin();
         let mut lk = self.lock_for(&sk, &g);
         let lf = lk.lf;
-        let Some(r) = self.find_locked(lf, &sk, fp, true) else {
+        let Some(r) = self.find_locked(lf, &sk, fp) else {
             return Ok(false);
         };
         let l = r.slot / PER_LINE;
