@@ -283,6 +283,49 @@ mod tests {
         Ok(idx.structure_stats())
     }
 
+    /// A split whose new entry lands in the very slot a moved entry with the
+    /// same fingerprint and lengths vacated, in a line whose other entries
+    /// stay, leaves that line's header word as it was, and the line must still
+    /// be written back. Keys k0 < … < k23 fill the head leaf slot by slot with
+    /// k23 in slot 11 (line 3 holds k9, k10, k23); the split moves k12..k23, so
+    /// slot 11 is the first it frees, and the 25th key lies below the split key
+    /// with k23's fingerprint. Power is cut at every fence and the
+    /// acknowledged key must survive. Before the split wrote back the new
+    /// entry's line regardless, this lost it.
+    #[test]
+    fn a_split_that_refills_a_vacated_slot_persists_the_new_entry() {
+        let k: Vec<u64> = (1..=24).map(|i| i * 1000).collect();
+        let fp = ferrite_index::fingerprint(&k[23].to_be_bytes());
+        let x = (k[11] + 1..k[12])
+            .find(|x| ferrite_index::fingerprint(&x.to_be_bytes()) == fp)
+            .expect("a key with that fingerprint");
+        let mut keys: Vec<u64> = k[..11].to_vec();
+        keys.push(k[23]);
+        keys.extend(&k[11..23]);
+        keys.push(x);
+        let workload = move |pool: &Pool, j: &JournalHandle<Op>| {
+            j.begin(Op::Setup);
+            let idx =
+                FerriteIndex::open_or_create(pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
+            j.ack();
+            for (i, k) in keys.iter().enumerate() {
+                let (k, v) = (k.to_be_bytes().to_vec(), (i as u64).to_le_bytes().to_vec());
+                j.begin(Op::Put(k.clone(), v.clone()));
+                assert!(idx.insert(&k, &v).map_err(|e| e.to_string())?);
+                j.ack();
+            }
+            assert_eq!(idx.structure_stats().0, 1, "one split");
+            Ok(())
+        };
+        let cfg = CrashConfig {
+            seeds: 2,
+            ..CrashConfig::default()
+        };
+        let r = explore("index", &cfg, workload, crash_check).unwrap();
+        assert!(r.states > 25, "{} states", r.states);
+        assert_eq!(r.violations, 0, "{:?}", r.examples);
+    }
+
     #[test]
     fn crash_workloads_split_unlink_and_merge_leaves() {
         for var in [false, true] {

@@ -132,18 +132,24 @@ impl FerriteIndex {
             }
         }
         let mut placed = new.is_none() || new_right;
+        // The new entry's line is written back even when its header reads as
+        // before: the entry may take the very slot a moved entry with the same
+        // fingerprint and lengths vacated, which leaves the header word as it
+        // was (the crash test caught this under another placement policy).
+        let mut new_line = None;
         if !new_right {
             if let Some(n) = new {
                 if let Some(slot) = find_space(&hh, n.wide()) {
                     let l = slot / PER_LINE;
                     write_entry(lf, &mut hh, slot, &n);
                     lf.set_hdr(l, hh[l]);
+                    new_line = Some(l);
                     placed = true;
                 }
             }
         }
         for l in 0..LINES {
-            if hh[l] != h[l] {
+            if hh[l] != h[l] || new_line == Some(l) {
                 self.flush_line(lf, l);
             }
         }
