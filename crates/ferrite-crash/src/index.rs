@@ -311,11 +311,15 @@ mod tests {
             for (i, k) in keys.iter().enumerate() {
                 let (k, v) = (k.to_be_bytes().to_vec(), (i as u64).to_le_bytes().to_vec());
                 j.begin(Op::Put(k.clone(), v.clone()));
-                assert!(idx.insert(&k, &v).map_err(|e| e.to_string())?);
+                if !idx.insert(&k, &v).map_err(|e| e.to_string())? {
+                    return Err(format!("insert of {k:x?} refused"));
+                }
                 j.ack();
             }
-            assert_eq!(idx.structure_stats().0, 1, "one split");
-            Ok(())
+            match idx.structure_stats().0 {
+                1 => Ok(()),
+                n => Err(format!("{n} splits, not one")),
+            }
         };
         let cfg = CrashConfig {
             seeds: 2,
