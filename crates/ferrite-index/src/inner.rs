@@ -30,7 +30,7 @@
 //! they live as long as the tree and are freed when it is dropped. What is
 //! replaced is a node's buffer of long separators (by a compacted copy when
 //! it is full or the node splits, see [`Longs`]); the old buffer is retired
-//! through `crossbeam-epoch`, so a pinned reader that still holds it never
+//! through the epoch (`crate::ebr`), so a pinned reader that still holds it never
 //! sees it freed.
 //!
 //! Data fields are atomics read with `Relaxed` loads (plain `mov`s on x86): an
@@ -43,7 +43,7 @@ use std::cmp::Ordering;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering as Mo};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crossbeam_epoch::Guard;
+use crate::ebr::Guard;
 
 use crate::arena::Slab;
 use crate::vlock;
@@ -1198,7 +1198,7 @@ fn leaves(n: &Node, out: &mut Vec<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crossbeam_epoch as epoch;
+    use crate::ebr as epoch;
 
     fn key(i: u64) -> Vec<u8> {
         i.to_be_bytes().to_vec()

@@ -13,9 +13,12 @@
 //! | `inner` | DRAM inner nodes under optimistic lock coupling |
 //! | `vlock` | the version-lock protocol of leaves and inner nodes |
 //! | `arena` | huge-page slabs for inner nodes |
+//! | `ebr` | epoch-based reclamation with a pin that costs no locked instruction |
 //! | `error` | how PM-layer errors and corruption become `KvError`s |
 
 mod arena;
+#[doc(hidden)]
+pub mod ebr;
 mod error;
 mod inner;
 mod leaf;

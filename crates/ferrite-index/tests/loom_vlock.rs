@@ -10,31 +10,9 @@ use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use loom::thread;
 
-struct LoomWord(AtomicU64);
-
-impl Word for LoomWord {
-    fn load(&self, o: Ordering) -> u64 {
-        self.0.load(o)
-    }
-    fn store(&self, v: u64, o: Ordering) {
-        self.0.store(v, o)
-    }
-    fn compare_exchange_weak(&self, c: u64, n: u64, ok: Ordering, f: Ordering) -> Result<u64, u64> {
-        self.0.compare_exchange_weak(c, n, ok, f)
-    }
-    fn compare_exchange(&self, c: u64, n: u64, ok: Ordering, f: Ordering) -> Result<u64, u64> {
-        self.0.compare_exchange(c, n, ok, f)
-    }
-    fn fence_acquire(&self) {
-        loom::sync::atomic::fence(Ordering::Acquire)
-    }
-    fn fence_release(&self) {
-        loom::sync::atomic::fence(Ordering::Release)
-    }
-    fn spin(&self) {
-        loom::thread::yield_now();
-    }
-}
+#[path = "common/loom_word.rs"]
+mod loom_word;
+use loom_word::LoomWord;
 
 struct Leaf {
     lock: LoomWord,

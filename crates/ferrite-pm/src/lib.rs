@@ -14,6 +14,7 @@
 
 pub mod account;
 pub mod anon;
+pub mod barrier;
 pub mod buf;
 pub mod clock;
 pub mod crash;

@@ -28,8 +28,9 @@
 //! the heavy one is `membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)`, which
 //! makes every running thread of the process execute a full fence (the
 //! asymmetric fences of userspace RCU and folly): writers pay two plain
-//! stores and a load, exclusive holders a system call (about 0.1 µs). Where
-//! `membarrier` is unavailable both barriers are `fence(SeqCst)`. The protocol
+//! stores and a load, exclusive holders a system call (0.15-0.4 µs). Where
+//! `membarrier` is unavailable both barriers are `fence(SeqCst)` (the
+//! barriers live in `ferrite_pm::barrier`, shared with the index's epoch pin). The protocol
 //! is model-checked with loom below (`loom_*` tests, with the fence
 //! barriers), including a variant without the barrier that loom catches.
 //!
@@ -43,8 +44,10 @@
 //! `update_with`) and the write fails with `TransactionActive` instead.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+
+use ferrite_pm::barrier;
 
 use parking_lot::lock_api::RawRwLock as _;
 use parking_lot::RawRwLock;
@@ -149,124 +152,34 @@ impl Word for AtomicU64 {
     }
 }
 
-/// How the barriers are made: decided once, before any gate exists.
-const MODE_UNSET: u8 = 0;
-const MODE_MEMBARRIER: u8 = 1;
-const MODE_FENCE: u8 = 2;
-static MODE: AtomicU8 = AtomicU8::new(MODE_UNSET);
-
-/// The process's barriers (see the module documentation).
+/// The process's barriers: `ferrite_pm::barrier` (`membarrier` or fences,
+/// decided once per process).
 struct SysBarriers;
 
 impl SysBarriers {
-    /// Chooses the barriers: `membarrier` when the kernel grants this
-    /// process private expedited barriers, fences otherwise. Called by
-    /// every `Gate::new`, so the mode is fixed before any writer runs.
+    /// Fixes the barrier mode before any writer of a gate runs (every
+    /// `Gate::new` calls it).
     fn init() {
-        if MODE.load(Ordering::Acquire) != MODE_UNSET {
-            return;
-        }
-        let m = if membarrier::register() {
-            MODE_MEMBARRIER
-        } else {
-            MODE_FENCE
-        };
-        // A racing initialiser computed the same answer.
-        let _ = MODE.compare_exchange(MODE_UNSET, m, Ordering::AcqRel, Ordering::Acquire);
-    }
-
-    #[inline(always)]
-    fn uses_membarrier() -> bool {
-        MODE.load(Ordering::Relaxed) == MODE_MEMBARRIER
+        barrier::init();
     }
 }
 
 impl Barriers for SysBarriers {
     #[inline(always)]
     fn light(&self) {
-        if Self::uses_membarrier() {
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
-        } else {
-            std::sync::atomic::fence(Ordering::SeqCst);
-        }
+        barrier::light();
     }
     fn heavy(&self) {
-        if Self::uses_membarrier() {
-            membarrier::barrier();
-        } else {
-            std::sync::atomic::fence(Ordering::SeqCst);
-        }
+        barrier::heavy();
     }
     fn spin(&self) {
         std::thread::yield_now();
     }
 }
 
-#[cfg(target_os = "linux")]
-mod membarrier {
-    // From <linux/membarrier.h>.
-    const CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
-    const CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
-
-    fn call(cmd: libc::c_long) -> bool {
-        // SAFETY: membarrier(2) takes two integers (cmd, flags) and a cpu id
-        // and touches no memory of ours.
-        unsafe {
-            libc::syscall(
-                libc::SYS_membarrier,
-                cmd,
-                0 as libc::c_long,
-                0 as libc::c_long,
-            ) == 0
-        }
-    }
-
-    /// Registers the process for private expedited barriers.
-    pub(super) fn register() -> bool {
-        if std::env::var_os("FERRITE_GATE_FENCES").is_some() {
-            return false;
-        }
-        call(CMD_REGISTER_PRIVATE_EXPEDITED)
-    }
-
-    /// A full memory barrier on every running thread of this process.
-    pub(super) fn barrier() {
-        if call(CMD_PRIVATE_EXPEDITED) {
-            return;
-        }
-        // A child forked from a registered process is not registered (the
-        // registration belongs to the address space): register, then retry.
-        if call(CMD_REGISTER_PRIVATE_EXPEDITED) && call(CMD_PRIVATE_EXPEDITED) {
-            return;
-        }
-        // The kernel granted the registration once and refuses the barrier
-        // now: writers rely on it, so going on would break exclusion.
-        let e = std::io::Error::last_os_error();
-        eprintln!(
-            "ferrite: membarrier failed after registration ({e}); aborting to keep maps consistent"
-        );
-        std::process::abort();
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod membarrier {
-    pub(super) fn register() -> bool {
-        false
-    }
-    pub(super) fn barrier() {
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// The barriers chosen for this process (`"membarrier"` or `"fences"`).
 pub(crate) fn barriers() -> &'static str {
-    SysBarriers::init();
-    if SysBarriers::uses_membarrier() {
-        "membarrier"
-    } else {
-        "fences"
-    }
+    barrier::mode()
 }
 
 // ----- per-thread slots -------------------------------------------------------

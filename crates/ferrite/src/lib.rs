@@ -154,7 +154,8 @@ pub use txn::{Transaction, TxRange};
 /// compare-and-swap, `update_with` and transactions (see the crate guide's
 /// concurrency section): `"membarrier"` (Linux's `membarrier`: a plain write
 /// pays no locked instruction) or `"fences"` (a full fence per write; set
-/// `FERRITE_GATE_FENCES=1` to choose it). Decided when the first map opens.
+/// `FERRITE_FENCES=1` to choose it). Decided when the first map opens (or
+/// the first index pins), for the whole process.
 ///
 /// ```
 /// let _db = ferrite::Db::volatile(16 << 20)?;

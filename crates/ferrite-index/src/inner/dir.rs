@@ -208,7 +208,7 @@ impl Dir {
 mod tests {
     use super::super::{Inner, Sep};
     use super::*;
-    use crossbeam_epoch as epoch;
+    use crate::ebr as epoch;
 
     const N: u64 = 20_000;
     const STEP: u64 = u64::MAX / N;

@@ -5,7 +5,7 @@
 //! Invariant relied on: no concurrent writer (a locked leaf fails the check);
 //! `exhaust_and_account` leaves the index unusable for inserts.
 
-use crossbeam_epoch as epoch;
+use crate::ebr as epoch;
 
 use super::FerriteIndex;
 

@@ -178,7 +178,7 @@ impl FerriteIndex {
     /// blocks that writers retire meanwhile are freed only after it returns,
     /// so a long `f` holds memory back (it blocks no reader or writer).
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> KvResult<Option<R>> {
-        let g = crossbeam_epoch::pin();
+        let g = crate::ebr::pin();
         let found = self.isolated(|| self.lookup_ref(key, &g))?;
         Ok(found.map(|v| f(v.bytes())))
     }

@@ -10,7 +10,7 @@
 //! ones: the second is only ever try-locked, under the structure mutex), and
 //! structure modifications lock the inner nodes they change. Freed leaves and
 //! out-of-line blocks, and replaced long-separator arrays of inner nodes, are
-//! reclaimed through `crossbeam-epoch`, so a pinned reader never sees them
+//! reclaimed through the epoch (`crate::ebr`), so a pinned reader never sees them
 //! reused.
 //!
 //! This module holds the index itself (its fields, open, statistics, the leaf

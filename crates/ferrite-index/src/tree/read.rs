@@ -9,7 +9,7 @@
 //! reader's epoch keeps it from being freed; a negative lookup also validates
 //! the route (`Route::still_valid`), so a concurrent split cannot hide a key.
 
-use crossbeam_epoch as epoch;
+use crate::ebr as epoch;
 use ferrite_kv::{check_sizes, KvResult};
 
 use super::FerriteIndex;

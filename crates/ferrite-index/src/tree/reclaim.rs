@@ -1,5 +1,5 @@
 //! Epoch-based reclamation: retired leaves and out-of-line blocks are queued
-//! when every thread pinned at retirement has unpinned (`crossbeam-epoch`) and
+//! when every thread pinned at retirement has unpinned (`crate::ebr`) and
 //! handed back to the heap by the next writer (`drain_reclaim`).
 //!
 //! Invariants relied on: a block is retired only after the store that made it
@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crossbeam_epoch::{self as epoch, Guard};
+use crate::ebr::{self as epoch, Guard};
 
 use super::FerriteIndex;
 

@@ -9,7 +9,7 @@
 //! like a lookup's; a failed validation restarts the pass after the last key
 //! emitted, so no key is emitted twice.
 
-use crossbeam_epoch as epoch;
+use crate::ebr as epoch;
 use ferrite_kv::KvResult;
 
 use super::read::{Narrow, NarrowLeaf};

@@ -12,7 +12,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crossbeam_epoch::Guard;
+use crate::ebr::Guard;
 use ferrite_kv::{KvError, KvResult};
 
 use super::{FerriteIndex, Locked};

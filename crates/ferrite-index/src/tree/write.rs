@@ -12,7 +12,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crossbeam_epoch::{self as epoch, Guard};
+use crate::ebr::{self as epoch, Guard};
 use ferrite_kv::{check_sizes, KvResult};
 
 use super::smo::MERGE_TRIGGER;
