@@ -343,6 +343,8 @@ impl Guard {
         unsafe impl Send for AssertSend {}
         let f = AssertSend(Box::new(f));
         retire(Box::new(move || {
+            // Moves the whole wrapper in (a closure naming only `f.0` would
+            // capture the field, which is not `Send`).
             let f = f;
             (f.0)()
         }));
@@ -393,11 +395,6 @@ fn collect() {
     for f in ready {
         f();
     }
-}
-
-/// Items retired and not yet run (for tests and accounting).
-pub fn pending() -> usize {
-    GLOBAL.pending.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

@@ -64,9 +64,9 @@ pub fn light() {
 pub fn heavy() {
     init();
     if uses_membarrier() {
-        std::sync::atomic::fence(Ordering::SeqCst);
+        // The system call is a full barrier on this thread too (the kernel
+        // issues one) and, being opaque, a compiler barrier.
         sys::barrier();
-        std::sync::atomic::fence(Ordering::SeqCst);
     } else {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
