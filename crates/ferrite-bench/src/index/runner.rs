@@ -11,7 +11,9 @@ use ferrite_pm::clock::thread_cpu_secs;
 use ferrite_pm::persist::{self, PersistStats};
 
 use crate::index::expected::KeySet;
-use crate::index::workload::{scramble, unscramble, Distribution, IdGen, KeyCodec, Op, OpMix, Rng};
+use crate::index::workload::{
+    scramble, unscramble, value_word, Distribution, IdGen, KeyCodec, Op, OpMix, Rng,
+};
 use crate::{BenchError, Result};
 
 /// What the load phase did.
@@ -337,8 +339,10 @@ struct Pending {
     /// Scans: (id of the start key, records the index reported, end of the
     /// records it delivered in `got`).
     scans: Vec<(u64, usize, usize)>,
-    /// Delivered scan records: (decoded key hash, value matches its key).
-    got: Vec<(u64, bool)>,
+    /// Delivered scan records: (decoded key hash, or `u64::MAX` for a key
+    /// the harness did not make; [`value_word`] of the value). Whether the
+    /// value is its key's is decided by the check, outside the measured time.
+    got: Vec<(u64, u64)>,
     /// Lookup and update answers kept before a check mid-run.
     points_cap: usize,
     /// Scan records kept before a check mid-run.
@@ -378,7 +382,14 @@ impl Pending {
     /// Checks every kept answer against `e`, counts what is wrong in `o`, and
     /// empties the buffers. `contents`: scans must return exactly the next keys
     /// (no concurrent inserts or removes).
-    fn check(&mut self, e: &KeySet, scan_size: usize, contents: bool, o: &mut WorkerOut) {
+    fn check(
+        &mut self,
+        e: &KeySet,
+        codec: &KeyCodec,
+        scan_size: usize,
+        contents: bool,
+        o: &mut WorkerOut,
+    ) {
         for &(id, update, answer) in &self.point {
             let must = e.contains(scramble(id));
             if must == answer {
@@ -401,8 +412,15 @@ impl Pending {
             }
         }
         let mut from = 0;
+        let mut got = Vec::new();
         for &(id, n, to) in &self.scans {
-            let got = &self.got[from..to];
+            got.clear();
+            got.extend(
+                self.got[from..to]
+                    .iter()
+                    .map(|&(h, w)| (h, h != u64::MAX && codec.word_matches(unscramble(h), w))),
+            );
+            let got = &got[..];
             from = to;
             let h0 = scramble(id);
             if !scan_ok(e, h0, scan_size, n, got, contents) {
@@ -557,14 +575,10 @@ pub fn run(
                                 let n = kv.scan(&k, spec.scan_size, &mut |a, b| {
                                     sum = sum.wrapping_add(a.len() + b.len());
                                     if exp.is_some() {
-                                        match codec.decode(a) {
-                                            Some(h) => {
-                                                got.push((h, codec.value_matches(unscramble(h), b)))
-                                            }
-                                            // Not a key of ours: never equal to
-                                            // an expected hash's check below.
-                                            None => got.push((u64::MAX, false)),
-                                        }
+                                        // u64::MAX: not a key of ours, never
+                                        // equal to an expected hash.
+                                        let h = codec.decode(a).unwrap_or(u64::MAX);
+                                        got.push((h, value_word(b)));
                                     }
                                 })?;
                                 std::hint::black_box(sum);
@@ -585,7 +599,7 @@ pub fn run(
                         if let (Some(e), true) = (exp, pend.full()) {
                             let p0 = Instant::now();
                             let c0 = thread_cpu_secs();
-                            pend.check(e, spec.scan_size, check_scan_contents, &mut o);
+                            pend.check(e, codec, spec.scan_size, check_scan_contents, &mut o);
                             let d = p0.elapsed();
                             paused += d;
                             paused_cpu += thread_cpu_secs() - c0;
@@ -652,7 +666,7 @@ pub fn run(
         // The answers still unchecked, checked now (untimed).
         if let Some(e) = exp {
             let mut p = std::mem::take(&mut o.pending);
-            p.check(e, spec.scan_size, check_scan_contents, &mut o);
+            p.check(e, codec, spec.scan_size, check_scan_contents, &mut o);
         }
         st.ops += o.done;
         for i in 0..5 {
@@ -940,13 +954,13 @@ mod tests {
         for every in [RunSpec::CHECK_EVERY, usize::MAX] {
             let mut p = Pending::new(every, 2_000_000, 100);
             assert!(p.got.capacity() >= RunSpec::SCAN_CHECK_EVERY + 100);
-            p.got.resize(RunSpec::SCAN_CHECK_EVERY - 1, (0, true));
+            p.got.resize(RunSpec::SCAN_CHECK_EVERY - 1, (0, 0));
             assert!(!p.full());
-            p.got.push((0, true));
+            p.got.push((0, 0));
             assert!(p.full(), "every {every}");
         }
         // 1 MiB: within this machine's 2 MiB L2 per core.
-        assert!(RunSpec::SCAN_CHECK_EVERY * std::mem::size_of::<(u64, bool)>() <= 1 << 20);
+        assert!(RunSpec::SCAN_CHECK_EVERY * std::mem::size_of::<(u64, u64)>() <= 1 << 20);
         // Lookups and updates keep theirs to the run's interval.
         let mut q = Pending::new(RunSpec::CHECK_EVERY, 2_000_000, 100);
         q.point.resize(RunSpec::SCAN_CHECK_EVERY, (0, false, false));
@@ -956,13 +970,14 @@ mod tests {
         assert!(r.full());
         // A smaller interval applies to scan records too.
         let mut t = Pending::new(64, 2_000_000, 10);
-        t.got.resize(64, (0, true));
+        t.got.resize(64, (0, 0));
         assert!(t.full());
     }
 
     #[test]
     fn kept_answers_are_checked_against_the_expected_keys() {
         let e = KeySet::loaded(100);
+        let codec = KeyCodec::new(8, 8, "").unwrap();
         let mut o = WorkerOut::default();
         let mut p = Pending::default();
         p.point.push((5, false, true)); // right
@@ -970,17 +985,41 @@ mod tests {
         p.point.push((500, false, true)); // a phantom (id 500 was never loaded)
         p.point.push((7, true, false)); // a lost update
         p.point.push((600, true, false)); // right: nothing to update
-        for &h in e.scan_from(scramble(10), 3) {
-            p.got.push((h, true));
-        }
+                                          // A scan record as the runner keeps it: the key's hash and the word
+                                          // of the value the index returned (here, `id`'s).
+        let rec = |h: u64, id: u64| {
+            let mut v = Vec::new();
+            codec.value(id, 3, &mut v);
+            (h, value_word(&v))
+        };
+        let from = |i| e.scan_from(scramble(i), 3).to_vec();
+        p.got
+            .extend(from(10).iter().map(|&h| rec(h, unscramble(h))));
         p.scans.push((10, 3, p.got.len())); // right
-        let mut rev = e.scan_from(scramble(20), 3).to_vec();
-        rev.reverse();
-        p.got.extend(rev.iter().map(|&h| (h, true)));
+        p.got
+            .extend(from(20).iter().rev().map(|&h| rec(h, unscramble(h))));
         p.scans.push((20, 3, p.got.len())); // wrong order
         p.scans.push((30, 3, p.got.len())); // said 3, delivered none
-        p.check(&e, 3, true, &mut o);
-        assert_eq!((o.checks.lost, o.checks.phantom, o.checks.scans), (2, 1, 2));
+        let r = from(40);
+        p.got
+            .extend([rec(r[0], unscramble(r[0])), rec(r[1], unscramble(r[2]))]);
+        p.got.push(rec(r[2], unscramble(r[2])));
+        p.scans.push((40, 3, p.got.len())); // another key's value
+        p.got
+            .extend(from(50).iter().map(|&h| rec(h, unscramble(h))));
+        let last = p.got.len() - 1;
+        p.got[last].1 = value_word(&[1, 2, 3]);
+        p.scans.push((50, 3, p.got.len())); // a value cut short
+        p.got
+            .extend(from(60).iter().map(|&h| rec(h, unscramble(h))));
+        let mid = p.got.len() - 2;
+        p.got[mid].0 = u64::MAX;
+        p.scans.push((60, 3, p.got.len())); // a key the harness never made
+        p.got
+            .extend(from(70).iter().map(|&h| rec(h, unscramble(h))));
+        p.scans.push((70, 3, p.got.len())); // right
+        p.check(&e, &codec, 3, true, &mut o);
+        assert_eq!((o.checks.lost, o.checks.phantom, o.checks.scans), (2, 1, 5));
         assert!(o.example.as_deref().unwrap().contains("lookup of id 6"));
         assert!(p.point.is_empty() && p.scans.is_empty() && p.got.is_empty());
     }

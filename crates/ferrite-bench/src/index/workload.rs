@@ -273,7 +273,17 @@ impl KeyCodec {
 
     /// The key hash ([`scramble`] of the id) of a key this codec made; None
     /// for anything else (wrong length or prefix, bad digits, wrong filler).
+    #[inline]
     pub fn decode(&self, key: &[u8]) -> Option<u64> {
+        if self.key_size == 8 && self.prefix.is_empty() {
+            // The common case, decoded in the measured time of every scan
+            // record (so inlined there): the key is the hash.
+            return <[u8; 8]>::try_from(key).ok().map(u64::from_be_bytes);
+        }
+        self.decode_general(key)
+    }
+
+    fn decode_general(&self, key: &[u8]) -> Option<u64> {
         if key.len() != self.key_len()
             || (!self.prefix.is_empty() && !key.starts_with(&self.prefix))
             || self.key_size < 8
@@ -310,17 +320,31 @@ impl KeyCodec {
     /// version). Values shorter than 8 bytes cannot tell and always match.
     #[inline]
     pub fn value_matches(&self, id: u64, value: &[u8]) -> bool {
-        if self.value_size < 8 {
-            return true;
-        }
-        if value.len() < 8 {
-            return false;
-        }
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&value[..8]);
-        u64::from_le_bytes(b) & VALUE_ID_MASK == id.wrapping_add(1) & VALUE_ID_MASK
+        self.word_matches(id, value_word(value))
+    }
+
+    /// [`KeyCodec::value_matches`] on the word [`value_word`] took of the
+    /// value, so a scan can keep each record's value as one word in the
+    /// measured time and check it afterwards.
+    #[inline]
+    pub fn word_matches(&self, id: u64, w: u64) -> bool {
+        self.value_size < 8 || w == id.wrapping_add(1) & VALUE_ID_MASK
     }
 }
+
+/// What [`KeyCodec::word_matches`] needs of a value: the id bits of its
+/// first 8 bytes, or [`SHORT_VALUE`] when it has fewer.
+#[inline]
+pub fn value_word(value: &[u8]) -> u64 {
+    match value.first_chunk::<8>() {
+        Some(b) => u64::from_le_bytes(*b) & VALUE_ID_MASK,
+        None => SHORT_VALUE,
+    }
+}
+
+/// The word of a value shorter than 8 bytes: outside the id bits, so it
+/// matches no id.
+const SHORT_VALUE: u64 = 1 << 63;
 
 /// The id bits of a value's tag.
 const VALUE_ID_MASK: u64 = (1 << 56) - 1;
@@ -486,8 +510,8 @@ mod tests {
         for id in [0u64, 1, 77, 1 << 40, u64::MAX / 3] {
             assert_eq!(unscramble(scramble(id)), id);
         }
-        for k in [8usize, 12, 16, 40] {
-            let c = KeyCodec::new(k, 8, "p").unwrap();
+        for (k, prefix) in [(8usize, ""), (8, "p"), (12, "p"), (16, "p"), (40, "")] {
+            let c = KeyCodec::new(k, 8, prefix).unwrap();
             let mut key = Vec::new();
             let mut v = Vec::new();
             for id in [0u64, 5, 123_456_789] {
@@ -511,6 +535,12 @@ mod tests {
                 }
             }
             assert_eq!(c.decode(b"short"), None);
+            // One byte too long: not ours either.
+            key.push(b'0');
+            assert_eq!(c.decode(&key), None, "k={k} prefix={prefix:?}");
+            // A value cut short matches no id.
+            v.truncate(7);
+            assert!(!c.value_matches(123_456_789, &v));
         }
         assert!(!KeyCodec::new(4, 8, "").unwrap().decodable());
     }
