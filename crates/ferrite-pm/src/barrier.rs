@@ -103,9 +103,7 @@ mod sys {
 
     /// Registers the process for private expedited barriers.
     pub(super) fn register() -> bool {
-        if std::env::var_os("FERRITE_FENCES").is_some()
-            || std::env::var_os("FERRITE_GATE_FENCES").is_some()
-        {
+        if super::fences_forced(|v| std::env::var_os(v).is_some()) {
             return false;
         }
         call(CMD_REGISTER_PRIVATE_EXPEDITED)
@@ -142,8 +140,24 @@ mod sys {
     }
 }
 
+/// Whether the environment (`set`: is this variable set?) asks for fences:
+/// `FERRITE_FENCES`, or its older spelling `FERRITE_GATE_FENCES`.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn fences_forced(set: impl Fn(&str) -> bool) -> bool {
+    set("FERRITE_FENCES") || set("FERRITE_GATE_FENCES")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn both_spellings_force_fences() {
+        let only = |name: &'static str| move |v: &str| v == name;
+        assert!(super::fences_forced(only("FERRITE_FENCES")));
+        assert!(super::fences_forced(only("FERRITE_GATE_FENCES")));
+        assert!(!super::fences_forced(only("FERRITE_FENCE")));
+        assert!(!super::fences_forced(|_| false));
+    }
+
     #[test]
     fn the_mode_is_decided_once_and_both_barriers_run() {
         let m = super::mode();
