@@ -985,38 +985,36 @@ mod tests {
         p.point.push((500, false, true)); // a phantom (id 500 was never loaded)
         p.point.push((7, true, false)); // a lost update
         p.point.push((600, true, false)); // right: nothing to update
-                                          // A scan record as the runner keeps it: the key's hash and the word
-                                          // of the value the index returned (here, `id`'s).
+
+        // Scan records as the runner keeps them: the key's hash and the word
+        // of the value the index returned (`right`: each key's own value).
         let rec = |h: u64, id: u64| {
             let mut v = Vec::new();
             codec.value(id, 3, &mut v);
             (h, value_word(&v))
         };
-        let from = |i| e.scan_from(scramble(i), 3).to_vec();
-        p.got
-            .extend(from(10).iter().map(|&h| rec(h, unscramble(h))));
+        let right = |i| -> Vec<(u64, u64)> {
+            let hs = e.scan_from(scramble(i), 3);
+            hs.iter().map(|&h| rec(h, unscramble(h))).collect()
+        };
+        p.got.extend(right(10));
         p.scans.push((10, 3, p.got.len())); // right
-        p.got
-            .extend(from(20).iter().rev().map(|&h| rec(h, unscramble(h))));
+        p.got.extend(right(20).into_iter().rev());
         p.scans.push((20, 3, p.got.len())); // wrong order
         p.scans.push((30, 3, p.got.len())); // said 3, delivered none
-        let r = from(40);
-        p.got
-            .extend([rec(r[0], unscramble(r[0])), rec(r[1], unscramble(r[2]))]);
-        p.got.push(rec(r[2], unscramble(r[2])));
+        let mut r = right(40);
+        r[1] = rec(r[1].0, unscramble(r[2].0));
+        p.got.extend(r);
         p.scans.push((40, 3, p.got.len())); // another key's value
-        p.got
-            .extend(from(50).iter().map(|&h| rec(h, unscramble(h))));
-        let last = p.got.len() - 1;
-        p.got[last].1 = value_word(&[1, 2, 3]);
+        let mut r = right(50);
+        r[2].1 = value_word(&[1, 2, 3]);
+        p.got.extend(r);
         p.scans.push((50, 3, p.got.len())); // a value cut short
-        p.got
-            .extend(from(60).iter().map(|&h| rec(h, unscramble(h))));
-        let mid = p.got.len() - 2;
-        p.got[mid].0 = u64::MAX;
+        let mut r = right(60);
+        r[1].0 = u64::MAX;
+        p.got.extend(r);
         p.scans.push((60, 3, p.got.len())); // a key the harness never made
-        p.got
-            .extend(from(70).iter().map(|&h| rec(h, unscramble(h))));
+        p.got.extend(right(70));
         p.scans.push((70, 3, p.got.len())); // right
         p.check(&e, &codec, 3, true, &mut o);
         assert_eq!((o.checks.lost, o.checks.phantom, o.checks.scans), (2, 1, 5));
