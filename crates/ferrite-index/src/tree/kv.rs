@@ -61,6 +61,20 @@ impl ScanSink for ScanBuf {
             vlen: value.len() as u32,
         });
     }
+
+    fn mark(&self) -> Option<usize> {
+        Some(self.recs.len())
+    }
+
+    fn rollback(&mut self, mark: usize) {
+        if let Some(r) = self.recs[mark.min(self.recs.len())..]
+            .iter()
+            .find(|r| r.klen & SPILLED != 0)
+        {
+            self.bytes.truncate(r.kw as usize);
+        }
+        self.recs.truncate(mark);
+    }
 }
 
 impl ScanBuf {
