@@ -408,13 +408,9 @@ mod tests {
         }
     }
 
-    /// Scans stay right whatever a leaf's order hint holds: the hints the
-    /// scans stored, then every leaf's hint replaced by a reordering of its
-    /// right slots (same slots, not in key order), by swapped words, and by
-    /// garbage. Tripwire checked by hand: without the increasing-key check
-    /// in `order_by_hint` this fails.
-    #[test]
-    fn scans_are_right_whatever_the_order_hints_hold() {
+    /// An index of 6,000 scattered 8-byte keys (and its oracle) after one
+    /// round of scans, so that its leaves hold their order hints; its leaves.
+    fn scanned() -> (FerriteIndex, BTreeMap<Vec<u8>, Vec<u8>>, Vec<u64>) {
         let idx = FerriteIndex::volatile(64 << 20).unwrap();
         let mut m = BTreeMap::new();
         for i in 0..6000u64 {
@@ -426,6 +422,17 @@ mod tests {
         check(&idx, &m);
         let mut leaves = Vec::new();
         idx.inner.lock().leaves(&mut leaves);
+        (idx, m, leaves)
+    }
+
+    /// Scans stay right whatever a leaf's order hint holds: the hints the
+    /// scans stored, then every leaf's hint replaced by a reordering of its
+    /// right slots (same slots, not in key order), by swapped words, and by
+    /// garbage. Tripwire checked by hand: without the increasing-key check
+    /// in `order_by_hint` this fails.
+    #[test]
+    fn scans_are_right_whatever_the_order_hints_hold() {
+        let (idx, m, leaves) = scanned();
         assert!(leaves.len() > 100);
         let mut hinted = 0;
         for (j, &off) in leaves.iter().enumerate() {
@@ -548,17 +555,7 @@ mod tests {
     /// path (`emit_hinted`) this fails.
     #[test]
     fn scans_do_not_follow_a_hint_to_a_freed_slot() {
-        let idx = FerriteIndex::volatile(64 << 20).unwrap();
-        let mut m = BTreeMap::new();
-        for i in 0..6000u64 {
-            let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec();
-            let v = i.to_le_bytes().to_vec();
-            idx.insert(&k, &v).unwrap();
-            m.insert(k, v);
-        }
-        check(&idx, &m);
-        let mut leaves = Vec::new();
-        idx.inner.lock().leaves(&mut leaves);
+        let (idx, mut m, leaves) = scanned();
         // Each hinted leaf's smallest key: the slot its hint names first.
         let firsts: Vec<Vec<u8>> = leaves
             .iter()
