@@ -641,6 +641,11 @@ fn pools_are_mapped_for_huge_pages_and_report_their_page_size() {
     let ps = p.page_size();
     if cfg!(target_os = "linux") {
         assert!(matches!(ps, Some(4096) | Some(0x20_0000)), "{ps:?}");
+        // The share on huge pages agrees with the page size: some exactly
+        // when the page size says 2 MiB.
+        let share = p.huge_page_share().expect("a written pool is resident");
+        assert!((0.0..=1.0).contains(&share), "{share}");
+        assert_eq!(share > 0.0, ps == Some(0x20_0000), "{share} {ps:?}");
     }
     drop(p);
     let p = Pool::open(&t.0, &opts()).unwrap();

@@ -273,6 +273,7 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
             pm_bytes: Some(mapped_rss_bytes(&d2).unwrap_or_else(|| allocated_bytes(&d2))),
             dram_source: "RssAnon",
             pm_source: "pool pages touched",
+            pool_huge_share: None,
         }),
         vec![dir],
     );

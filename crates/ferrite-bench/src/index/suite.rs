@@ -445,6 +445,9 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     }
     progress.finished();
     env::finish(&mut r);
+    if let Some(n) = partly_huge_note(&r) {
+        r.notes.push(n);
+    }
     r.notes.push(
         "mops_cpu = operations per on-CPU second of a worker (as if each had a core to itself): compare it with Mops/s when the load average is above the core count".into(),
     );
@@ -756,6 +759,9 @@ fn run_index(
         }
         if let Some(x) = per_rec(mem.pm_bytes) {
             b = b.with("pm_B_per_rec", x).with("pm_source", mem.pm_source);
+        }
+        if let Some(x) = mem.pool_huge_share {
+            b = b.with("pool_huge_share", x);
         }
         if j.mix.scan > 0.0 {
             b = b.with("scanned", st.scanned);
@@ -1450,9 +1456,69 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
     out
 }
 
+/// A note when the pool directory maps pools with 2 MiB pages (its probe pool
+/// got them) but a measured pool did not get them all: a fragmented tmpfs
+/// falls back to 4 KiB pages silently, and those runs are slower for it.
+fn partly_huge_note(r: &ferrite_report::Report) -> Option<String> {
+    let huge_dir = r
+        .environment
+        .suite
+        .get("pool_page_bytes")
+        .and_then(|v| v.as_u64())
+        == Some(2 << 20);
+    let short: Vec<String> = r
+        .results
+        .iter()
+        .filter_map(|x| {
+            let share = x.extra.get("pool_huge_share")?.as_f64()?;
+            (share < 0.99).then(|| {
+                format!(
+                    "{} {} ({} thread{}): {:.0} %",
+                    x.variant,
+                    x.bench,
+                    x.threads,
+                    if x.threads == 1 { "" } else { "s" },
+                    share * 100.0
+                )
+            })
+        })
+        .collect();
+    (huge_dir && !short.is_empty()).then(|| {
+        format!(
+            "pools on 2 MiB pages: this directory maps pools with 2 MiB pages, but these runs' pools had only part of their resident pages on them (pool_huge_share; the rest on 4 KiB pages, which makes them slower): {}",
+            short.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The note names exactly the runs whose pool got part of its pages on
+    /// 2 MiB pages, and only where the directory gives pools 2 MiB pages.
+    #[test]
+    fn runs_whose_pool_got_only_some_huge_pages_are_named() {
+        use ferrite_report::{BenchResult, Report};
+        let mut r = Report::new("index");
+        r.results = vec![
+            BenchResult::new("scan", "ferrite", None, 2, 0.6).with("pool_huge_share", 0.62),
+            BenchResult::new("scan", "ferrite", None, 1, 0.4).with("pool_huge_share", 1.0),
+            BenchResult::new("lookup", "btreemap", None, 1, 1.0),
+        ];
+        assert_eq!(partly_huge_note(&r), None, "no page size known");
+        r.environment
+            .suite
+            .insert("pool_page_bytes".into(), serde_json::json!(4096));
+        assert_eq!(partly_huge_note(&r), None, "a directory of 4 KiB pages");
+        r.environment
+            .suite
+            .insert("pool_page_bytes".into(), serde_json::json!(2 << 20));
+        let n = partly_huge_note(&r).expect("a note");
+        assert!(n.ends_with(": ferrite scan (2 threads): 62 %"), "{n}");
+        r.results.remove(0);
+        assert_eq!(partly_huge_note(&r), None, "every pool fully on huge pages");
+    }
 
     fn cfg(f: impl FnOnce(&mut IndexBenchConfig)) -> IndexBenchConfig {
         let mut c = IndexBenchConfig::default();

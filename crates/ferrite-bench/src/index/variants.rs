@@ -121,6 +121,9 @@ pub struct MemoryReport {
     pub dram_source: &'static str,
     /// `index`, `file` (database file size) or `-`.
     pub pm_source: &'static str,
+    /// Of a Ferrite pool: the share of its resident bytes on huge pages
+    /// ([`ferrite_pm::Pool::huge_page_share`]).
+    pub pool_huge_share: Option<f64>,
 }
 
 /// Measures an instance's memory (see [`Instance::new`]).
@@ -262,6 +265,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_bytes: None,
                     dram_source: "malloc",
                     pm_source: "-",
+                    pool_huge_share: None,
                 }),
                 notes: Vec::new(),
                 flushed_lines: None,
@@ -282,6 +286,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_bytes: None,
                     dram_source: "malloc",
                     pm_source: "-",
+                    pool_huge_share: None,
                 }),
                 Vec::new(),
             ))
@@ -325,6 +330,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     pm_bytes: Some(k2.file_bytes()),
                     dram_source: "malloc",
                     pm_source: "file",
+                    pool_huge_share: None,
                 }),
                 notes: Vec::new(),
                 flushed_lines: None,
@@ -338,7 +344,10 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
 }
 
 /// A registered structure's own memory accounting, as the harness reports it.
-fn structure_memory(mem: Box<dyn Fn() -> ferrite_registry::MemoryUse + Send + Sync>) -> MemFn {
+fn structure_memory(
+    mem: Box<dyn Fn() -> ferrite_registry::MemoryUse + Send + Sync>,
+    pool: Option<Pool>,
+) -> MemFn {
     Box::new(move || {
         let m = mem();
         MemoryReport {
@@ -346,6 +355,7 @@ fn structure_memory(mem: Box<dyn Fn() -> ferrite_registry::MemoryUse + Send + Sy
             pm_bytes: Some(m.pm_bytes),
             dram_source: "index",
             pm_source: "index",
+            pool_huge_share: pool.as_ref().and_then(Pool::huge_page_share),
         }
     })
 }
@@ -369,7 +379,7 @@ fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
             label: variant.about.to_string(),
             contract: VOLATILE.into(),
             load_batch: 1,
-            memory: structure_memory(mem),
+            memory: structure_memory(mem, None),
             notes: o.notes,
             flushed_lines: None,
             files: Vec::new(),
@@ -419,7 +429,7 @@ fn open_registered(name: &str, cfg: &VariantConfig) -> Result<Instance> {
         label: format!("{}, {where_}", variant.about),
         contract: pool_contract(pool.durability()).into(),
         load_batch: 1,
-        memory: structure_memory(mem),
+        memory: structure_memory(mem, Some(pool.clone())),
         notes,
         flushed_lines: None,
         files: if temporary { vec![path] } else { Vec::new() },

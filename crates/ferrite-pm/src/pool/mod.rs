@@ -189,6 +189,48 @@ impl Drop for PoolInner {
 /// ([`Pool::create_volatile`]).
 pub const VOLATILE_HUGE_MIN: u64 = 32 << 20;
 
+/// How the kernel maps a range of this process's address space, summed over
+/// the `/proc/self/smaps` entries (VMAs) that overlap it.
+#[derive(Debug, Default, PartialEq)]
+struct Mapped {
+    /// The first overlapping VMA's base page size.
+    base_page: Option<u64>,
+    /// Resident bytes.
+    rss_bytes: u64,
+    /// Resident bytes mapped with huge pages (anonymous, shmem or file).
+    huge_bytes: u64,
+}
+
+impl Mapped {
+    /// Sums `smaps` (the text of `/proc/self/smaps`) over the VMAs that overlap
+    /// `[at, end)`: the pool may span several (a volatile pool inside a larger
+    /// allocation, split by madvise).
+    fn parse(smaps: &str, at: u64, end: u64) -> Mapped {
+        let (mut m, mut inside) = (Mapped::default(), false);
+        for line in smaps.lines() {
+            let mut f = line.split_whitespace();
+            let Some(first) = f.next() else { continue };
+            if let Some((a, b)) = first.split_once('-') {
+                if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
+                    inside = a < end && b > at;
+                    continue;
+                }
+            }
+            if !inside {
+                continue;
+            }
+            let bytes = f.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * 1024;
+            match first {
+                "KernelPageSize:" => m.base_page = m.base_page.or(Some(bytes)),
+                "Rss:" => m.rss_bytes += bytes,
+                "AnonHugePages:" | "ShmemPmdMapped:" | "FilePmdMapped:" => m.huge_bytes += bytes,
+                _ => {}
+            }
+        }
+        m
+    }
+}
+
 /// A handle to an open pool. Cheap to clone; the mapping (and the file lock)
 /// lives until the last handle (including heaps) is dropped.
 #[derive(Clone)]
@@ -483,36 +525,29 @@ impl Pool {
     /// (4 KiB); `None` where `/proc/self/smaps` cannot tell (not Linux). Pages
     /// not yet touched are not mapped at all, so ask after the pool was used.
     pub fn page_size(&self) -> Option<u64> {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-        let at = self.inner.base as u64;
-        let end = at + self.inner.size as u64;
-        let (mut inside, mut base_page, mut huge) = (false, None, false);
-        for line in smaps.lines() {
-            let mut f = line.split_whitespace();
-            let Some(first) = f.next() else { continue };
-            if let Some((a, b)) = first.split_once('-') {
-                if let (Ok(a), Ok(b)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) {
-                    // A VMA header: the pool may span several VMAs (a volatile
-                    // pool inside a larger allocation, split by madvise).
-                    inside = a < end && b > at;
-                    continue;
-                }
-            }
-            if !inside {
-                continue;
-            }
-            let kb = f.next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-            match first {
-                "KernelPageSize:" => base_page = base_page.or(Some(kb * 1024)),
-                "AnonHugePages:" | "ShmemPmdMapped:" | "FilePmdMapped:" if kb > 0 => huge = true,
-                _ => {}
-            }
-        }
-        if huge {
+        let m = self.mapped()?;
+        if m.huge_bytes > 0 {
             Some(HUGE_PAGE as u64)
         } else {
-            base_page
+            m.base_page
         }
+    }
+
+    /// The share of the pool's resident bytes that the kernel maps with huge
+    /// pages (0.0 to 1.0), as `/proc/self/smaps` counts them now; `None` when
+    /// nothing of the pool is resident yet or smaps cannot tell. Where
+    /// [`Self::page_size`] says 2 MiB as soon as any part is on huge pages, this
+    /// shows a pool that got only some (a fragmented tmpfs falls back to 4 KiB
+    /// pages silently).
+    pub fn huge_page_share(&self) -> Option<f64> {
+        let m = self.mapped()?;
+        (m.rss_bytes > 0).then(|| (m.huge_bytes as f64 / m.rss_bytes as f64).min(1.0))
+    }
+
+    fn mapped(&self) -> Option<Mapped> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let at = self.inner.base as u64;
+        Some(Mapped::parse(&smaps, at, at + self.inner.size as u64))
     }
 
     pub fn is_read_only(&self) -> bool {
@@ -565,5 +600,50 @@ impl std::fmt::Debug for Pool {
             .field("size", &self.inner.size)
             .field("durability", &self.inner.durability)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod mapped_tests {
+    use super::Mapped;
+
+    const SMAPS: &str = "\
+00400000-00600000 r-xp 00000000 08:01 1 /bin/x
+Size:               2048 kB
+KernelPageSize:        4 kB
+Rss:                1024 kB
+7f0000000000-7f0000400000 rw-s 00000000 00:1a 7 /mnt/pmhuge/p.pool
+Size:               4096 kB
+KernelPageSize:        4 kB
+Rss:                4096 kB
+ShmemPmdMapped:     2048 kB
+7f0000400000-7f0000800000 rw-s 00400000 00:1a 7 /mnt/pmhuge/p.pool
+Size:               4096 kB
+KernelPageSize:        4 kB
+Rss:                2048 kB
+ShmemPmdMapped:        0 kB
+7f0000800000-7f0000a00000 rw-p 00000000 00:00 0
+Rss:                2048 kB
+AnonHugePages:      2048 kB
+";
+
+    /// Only the VMAs overlapping the range count, each of them, and every
+    /// kind of huge mapping is counted as huge.
+    #[test]
+    fn sums_the_vmas_of_the_range() {
+        let pool = Mapped::parse(SMAPS, 0x7f00_0000_0000, 0x7f00_0080_0000);
+        assert_eq!(
+            pool,
+            Mapped {
+                base_page: Some(4096),
+                rss_bytes: 6 << 20,
+                huge_bytes: 2 << 20,
+            }
+        );
+        let first = Mapped::parse(SMAPS, 0x7f00_0010_0000, 0x7f00_0020_0000);
+        assert_eq!((first.rss_bytes, first.huge_bytes), (4 << 20, 2 << 20));
+        let anon = Mapped::parse(SMAPS, 0x7f00_0080_0000, 0x7f00_0090_0000);
+        assert_eq!((anon.rss_bytes, anon.huge_bytes), (2 << 20, 2 << 20));
+        assert_eq!(Mapped::parse(SMAPS, 0x1000, 0x2000), Mapped::default());
     }
 }
