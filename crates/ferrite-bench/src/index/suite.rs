@@ -433,6 +433,11 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
             }
         }
     }
+    // Before the rounds are reduced to their medians: a round whose pool got
+    // fewer huge pages is likely the slow one, not the median.
+    if let Some(n) = partly_huge_note(&r) {
+        r.notes.push(n);
+    }
     if rounds > 1 {
         r.results = median_of_rounds(std::mem::take(&mut r.results));
         let mut seen = std::collections::HashSet::new();
@@ -445,9 +450,6 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     }
     progress.finished();
     env::finish(&mut r);
-    if let Some(n) = partly_huge_note(&r) {
-        r.notes.push(n);
-    }
     r.notes.push(
         "mops_cpu = operations per on-CPU second of a worker (as if each had a core to itself): compare it with Mops/s when the load average is above the core count".into(),
     );

@@ -193,6 +193,13 @@ pub fn encode_order(sorted: &[u128]) -> [u64; 2] {
     h
 }
 
+/// A scan-order hint's 24 slot codes as one 120-bit run: slot `i` of the
+/// order at bits `5i` (the inverse of [`encode_order`]).
+#[inline]
+pub fn hint_codes(h: [u64; 2]) -> u128 {
+    u128::from(h[0] & ((1 << 60) - 1)) | u128::from(h[1]) << 60
+}
+
 /// Writes the sort words `words[s]` of the slots in `mask` to `out` in the
 /// order the hint `h` gives, and returns true, if that order is the key
 /// order: the hint's first `n = popcount(mask)` entries name each slot of
@@ -209,8 +216,7 @@ pub fn order_by_hint(
     let n = mask.count_ones() as usize;
     let mut left = mask;
     let mut prev = 0u128;
-    // The 24 codes as one 120-bit run: slot i of the order at bits 5i.
-    let mut codes = u128::from(h[0] & ((1 << 60) - 1)) | u128::from(h[1]) << 60;
+    let mut codes = hint_codes(h);
     for (i, o) in out.iter_mut().enumerate().take(n) {
         let s = (codes & 31) as usize;
         codes >>= 5;

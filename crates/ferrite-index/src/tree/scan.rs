@@ -104,8 +104,7 @@ impl FerriteIndex {
             mask |= hdr_valid(hl) << (l * PER_LINE);
         }
         let hint = lf.order_hint();
-        // The 24 codes as one 120-bit run, as in `order_by_hint`.
-        let mut codes = u128::from(hint[0] & ((1 << 60) - 1)) | u128::from(hint[1]) << 60;
+        let mut codes = hint_codes(hint);
         let (mut left, mut prev) = (mask, 0u128);
         let (mut count, mut last) = (0, None);
         for i in 0..mask.count_ones() {
