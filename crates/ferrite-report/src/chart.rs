@@ -453,10 +453,51 @@ pub fn bar_chart(
     categories: &[String],
     series: &[(String, Vec<f64>)],
 ) -> String {
+    let cells: Vec<(String, Vec<Cell>)> = series
+        .iter()
+        .map(|(n, vals)| (n.clone(), vals.iter().map(|&v| Cell::value(v)).collect()))
+        .collect();
+    bar_chart_cells(title, y_label, categories, &cells)
+}
+
+/// One bar of [`bar_chart_cells`]: a value, or none (the run did not
+/// happen: the index died or was left out), and how many wrong answers the
+/// run gave.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cell {
+    pub value: Option<f64>,
+    pub wrong: u64,
+}
+
+impl Cell {
+    pub fn value(v: f64) -> Cell {
+        Cell {
+            value: Some(v),
+            wrong: 0,
+        }
+    }
+
+    pub const MISSING: Cell = Cell {
+        value: None,
+        wrong: 0,
+    };
+}
+
+/// [`bar_chart`] whose cells may be missing or wrong: a missing cell is
+/// drawn as a "×" on the axis instead of a bar of height 0 (which would read
+/// as "measured, and zero"), and a cell with wrong answers as a pale bar
+/// under a "✗", so that a fast wrong index does not look like a winner; a
+/// line under the chart says what the marks mean when any is drawn.
+pub fn bar_chart_cells(
+    title: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, Vec<Cell>)],
+) -> String {
     let y = YAxis::fit(
         &series
             .iter()
-            .flat_map(|s| s.1.iter().cloned())
+            .flat_map(|s| s.1.iter().filter_map(|c| c.value))
             .collect::<Vec<_>>(),
         false,
     );
@@ -469,6 +510,7 @@ pub fn bar_chart(
     let cs = colors(series.iter().map(|s| s.0.as_str()));
     let gw = (W - R - L) / categories.len().max(1) as f64;
     let bw = gw * 0.8 / series.len().max(1) as f64;
+    let (mut any_missing, mut any_wrong) = (false, false);
     for (ci, cat) in categories.iter().enumerate() {
         let gx = L + gw * ci as f64 + gw * 0.1;
         let _ = writeln!(
@@ -478,19 +520,49 @@ pub fn bar_chart(
             H - B + 16.0,
             esc(cat)
         );
-        for (si, (_, vals)) in series.iter().enumerate() {
-            let v = vals.get(ci).copied().unwrap_or(0.0);
+        for (si, (_, cells)) in series.iter().enumerate() {
+            let x = gx + bw * si as f64;
+            let cell = cells.get(ci).copied().unwrap_or(Cell::MISSING);
+            let Some(v) = cell.value.filter(|v| v.is_finite()) else {
+                any_missing = true;
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="{}">×<title>not measured</title></text>"#,
+                    x + bw / 2.0,
+                    H - B - 3.0,
+                    cs[si],
+                );
+                continue;
+            };
             let h = v / y_max * (H - B - T);
+            let (opacity, note) = if cell.wrong > 0 {
+                any_wrong = true;
+                (
+                    r#" fill-opacity="0.35""#,
+                    format!(" ({} wrong answers)", cell.wrong),
+                )
+            } else {
+                ("", String::new())
+            };
             let _ = writeln!(
                 svg,
-                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{}</title></rect>"#,
-                gx + bw * si as f64,
+                r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"{opacity}><title>{}{note}</title></rect>"#,
+                x,
                 H - B - h,
                 bw.max(1.0),
                 h,
                 cs[si],
                 fmt_num(v)
             );
+            if cell.wrong > 0 {
+                let _ = writeln!(
+                    svg,
+                    r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="{}">✗</text>"#,
+                    x + bw / 2.0,
+                    H - B - h - 3.0,
+                    cs[si],
+                );
+            }
         }
     }
     let items: Vec<(String, &str, bool)> = series
@@ -499,6 +571,26 @@ pub fn bar_chart(
         .map(|(s, c)| (s.0.clone(), *c, false))
         .collect();
     legend(&mut svg, &items);
+    let marks: Vec<&str> = [
+        (any_wrong, "✗ pale bar: wrong answers (not comparable)"),
+        (
+            any_missing,
+            "×: not measured (the index died or was left out)",
+        ),
+    ]
+    .iter()
+    .filter(|m| m.0)
+    .map(|m| m.1)
+    .collect();
+    if !marks.is_empty() {
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle" font-size="11">{}</text>"#,
+            (L + W - R) / 2.0,
+            H - 12.0,
+            esc(&marks.join("; "))
+        );
+    }
     svg.push_str("</svg>\n");
     svg
 }
@@ -528,6 +620,40 @@ mod tests {
             &[("x".into(), vec![1.0, 2.0]), ("y".into(), vec![3.0, 0.0])],
         );
         assert_eq!(svg.matches("<rect x=").count(), 4 + 2); // 4 bars + 2 legend swatches
+    }
+
+    #[test]
+    fn missing_and_wrong_cells_are_marked_not_drawn_as_plain_bars() {
+        let cells = vec![
+            (
+                "x".to_string(),
+                vec![Cell::value(1.0), Cell::MISSING, Cell::value(f64::NAN)],
+            ),
+            (
+                "y".to_string(),
+                vec![
+                    Cell {
+                        value: Some(3.0),
+                        wrong: 7,
+                    },
+                    Cell::value(2.0),
+                ],
+            ),
+        ];
+        let cats: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let svg = bar_chart_cells("t", "Mops/s", &cats, &cells);
+        // Bars for the three measured cells only, plus two legend swatches.
+        assert_eq!(svg.matches("<rect x=").count(), 3 + 2);
+        // x's two unmeasured cells and y's third (absent) one.
+        assert_eq!(svg.matches("<title>not measured</title>").count(), 3);
+        assert_eq!(svg.matches("fill-opacity=\"0.35\"").count(), 1);
+        assert!(svg.contains("3.0 (7 wrong answers)"));
+        assert!(svg.contains("✗ pale bar: wrong answers") && svg.contains("×: not measured"));
+        // The axis fits the measured values (3.0), not NaN.
+        assert!(!svg.contains("NaN"));
+        // A chart without marks has no legend line for them.
+        let plain = bar_chart("t", "y", &cats[..1], &[("x".into(), vec![1.0])]);
+        assert!(!plain.contains("not measured") && !plain.contains("wrong answers"));
     }
 
     #[test]

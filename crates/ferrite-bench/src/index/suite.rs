@@ -1013,7 +1013,9 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
             }
         })
         .collect();
-    let series: Vec<(String, Vec<f64>)> = variants
+    // A run that did not happen (the index died, or was left out) is marked
+    // as such, and so is one with wrong answers: never a plain bar.
+    let series: Vec<(String, Vec<chart::Cell>)> = variants
         .iter()
         .map(|v| {
             let vals = cats
@@ -1022,22 +1024,20 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
                     r.results
                         .iter()
                         .find(|x| &x.bench == b && x.threads == *t && &x.variant == v)
-                        .map_or(0.0, |x| {
-                            if on_cpu {
-                                x.extra
-                                    .get("mops_cpu")
-                                    .and_then(|m| m.as_f64())
-                                    .unwrap_or(0.0)
+                        .map_or(chart::Cell::MISSING, |x| chart::Cell {
+                            value: if on_cpu {
+                                x.extra.get("mops_cpu").and_then(|m| m.as_f64())
                             } else {
-                                x.mops
-                            }
+                                Some(x.mops)
+                            },
+                            wrong: self::num(x, "wrong").map_or(0, |w| w as u64),
                         })
                 })
                 .collect();
             (v.clone(), vals)
         })
         .collect();
-    chart::bar_chart(
+    chart::bar_chart_cells(
         &format!(
             "Throughput{}: {} records, {} B keys, {} B values",
             if on_cpu { " per on-CPU second" } else { "" },
@@ -1898,6 +1898,18 @@ mod tests {
             .any(|w| w.contains("libnothing.so") && w.contains("not run")));
         let paths = write_outputs(&mut run, &out, "peers").unwrap();
         assert!(paths.chart.exists());
+        // The chart marks every cell with wrong answers (and only those)
+        // instead of drawing it as a plain bar.
+        let svg = std::fs::read_to_string(&paths.chart).unwrap();
+        let wrong_cells = run
+            .report
+            .results
+            .iter()
+            .filter(|x| x.extra["wrong"].as_u64().unwrap_or(0) > 0)
+            .count();
+        assert!(wrong_cells >= 4, "{wrong_cells}");
+        assert_eq!(svg.matches("fill-opacity=\"0.35\"").count(), wrong_cells);
+        assert!(svg.contains("wrong answers (not comparable)"));
         // The wrong answers are in the table, row by row, and in the markdown.
         let t = text(&run, Some(&paths));
         assert!(
