@@ -975,7 +975,7 @@ pub fn latency_chart(r: &Report, threads: usize) -> Option<String> {
 /// operations per on-CPU second instead of wall-clock Mops/s.
 pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
     let w = r.environment.suite.get("workload");
-    let num = |k: &str| {
+    let workload_num = |k: &str| {
         w.and_then(|w| w.get(k))
             .and_then(|v| v.as_u64())
             .unwrap_or(0)
@@ -1030,7 +1030,7 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
                             } else {
                                 Some(x.mops)
                             },
-                            wrong: self::num(x, "wrong").map_or(0, |w| w as u64),
+                            wrong: num(x, "wrong").map_or(0, |w| w as u64),
                         })
                 })
                 .collect();
@@ -1041,9 +1041,9 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
         &format!(
             "Throughput{}: {} records, {} B keys, {} B values",
             if on_cpu { " per on-CPU second" } else { "" },
-            count_text(num("records")),
-            num("key_size"),
-            num("value_size")
+            count_text(workload_num("records")),
+            workload_num("key_size"),
+            workload_num("value_size")
         ),
         if on_cpu {
             "Mops per on-CPU second of a worker"
