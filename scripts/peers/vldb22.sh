@@ -29,6 +29,14 @@ log() { echo "[vldb22] $*" >&2; }
 [ -x "$FERRITE" ] || { log "build Ferrite first: cargo build --release (no $FERRITE)"; exit 1; }
 [ -f "$WRAPPERS/manifest.tsv" ] || { log "no $WRAPPERS/manifest.tsv: run scripts/peers/build.sh first"; exit 1; }
 mkdir -p "$OUT"
+# The largest pool of any peer: ROART (DCMM) touches about 1.2 KB of its
+# sparse pool file per record at 10 M records and dies of SIGBUS when the
+# filesystem has no page for it (a tmpfs is limited by its size=, not by RAM).
+need=$(( N * 1200 + (1 << 30) ))
+avail=$(df -B1 --output=avail "$POOL_DIR" 2>/dev/null | tail -1 | tr -d ' ')
+if [ -n "$avail" ] && [ "$avail" -lt "$need" ]; then
+    log "warning: $POOL_DIR has $((avail >> 20)) MiB free; ROART's pool needs about $((need >> 20)) MiB for $N records (it will die of SIGBUS): mount a larger tmpfs (size=) or set POOL_DIR"
+fi
 
 # The --compare entry of a built peer library (empty if it was not built).
 spec() { awk -F'\t' -v p="$1" '$1 == p && $2 == "ok" { print $3 }' "$WRAPPERS/manifest.tsv"; }

@@ -17,6 +17,11 @@
 //! * `pool_size=SIZE`: the pool size passed to `create_tree` (default: the
 //!   harness's estimate for the records, at least 1 GiB). PMDK allocates the
 //!   whole pool when it creates it, on tmpfs in DRAM.
+//! * `pool_per_record=SIZE`: the pool size grows with the records instead:
+//!   at least SIZE for each record the run can hold (loaded and inserted),
+//!   and never less than the default. For an index whose footprint per
+//!   record is far above the estimate (ROART over PMDK touches 850 B per
+//!   record at 10 M records, and dies of a null allocation in a smaller pool).
 //!
 //! Every peer gets a fresh directory `<pool dir>/ferrite-peer-NAME-PID/` for its
 //! pool, removed afterwards. PMDK on tmpfs would flush with msync; the harness
@@ -45,6 +50,8 @@ pub struct PeerSpec {
     pub name: String,
     /// `pool_size=` (bytes): overrides the size the harness computes.
     pub pool_size: Option<u64>,
+    /// `pool_per_record=` (bytes): the pool holds at least this per record.
+    pub pool_per_record: Option<u64>,
 }
 
 /// `4G`, `512M`, `65536`: bytes.
@@ -82,6 +89,7 @@ impl PeerSpec {
             keys: None,
             env: Vec::new(),
             pool_size: None,
+            pool_per_record: None,
         };
         for o in opts.split('&').filter(|o| !o.is_empty()) {
             let (k, v) = o.split_once('=').unwrap_or((o, ""));
@@ -92,10 +100,15 @@ impl PeerSpec {
                 ("keys", "i64") => p.keys = Some(KeyOrder::NativeI64),
                 ("keys", "bytes") => p.keys = Some(KeyOrder::Bytes),
                 ("name", n) if !n.is_empty() => p.name = n.to_string(),
-                ("pool_size", n) => {
-                    p.pool_size = Some(parse_bytes(n).ok_or_else(|| {
-                        BenchError::Options(format!("{spec:?}: pool_size={n:?} is not a size (4G, 512M, …)"))
-                    })?)
+                ("pool_size" | "pool_per_record", n) => {
+                    let b = parse_bytes(n).ok_or_else(|| {
+                        BenchError::Options(format!("{spec:?}: {k}={n:?} is not a size (4G, 512M, 1K, …)"))
+                    })?;
+                    if k == "pool_size" {
+                        p.pool_size = Some(b);
+                    } else {
+                        p.pool_per_record = Some(b);
+                    }
                 }
                 ("env", kv) => match kv.split_once('=') {
                     Some((n, val)) if !n.is_empty() => p.env.push((n.into(), val.into())),
@@ -103,12 +116,24 @@ impl PeerSpec {
                 },
                 _ => {
                     return Err(BenchError::Options(format!(
-                        "{spec:?}: unknown option {o:?} (pool=dir|file, pool_size=SIZE, keys=u64|i64|bytes, env=NAME=VALUE, name=NAME)"
+                        "{spec:?}: unknown option {o:?} (pool=dir|file, pool_size=SIZE, pool_per_record=SIZE, keys=u64|i64|bytes, env=NAME=VALUE, name=NAME)"
                     )))
                 }
             }
         }
         Ok(p)
+    }
+
+    /// The pool size `create_tree` gets for a run of `cfg`'s shape.
+    pub fn pool_bytes(&self, cfg: &VariantConfig) -> u64 {
+        // PACTree allocates a 512 MiB operation log in its own pool of this
+        // size: fewer than 1 GiB fails ("!!! alloc error", then a segfault).
+        self.pool_size.unwrap_or_else(|| {
+            let per = self
+                .pool_per_record
+                .map_or(0, |b| cfg.max_records.saturating_mul(b));
+            cfg.pool_bytes().max(per).max(1 << 30)
+        })
     }
 }
 
@@ -200,6 +225,33 @@ pub fn remove_peer_dirs(pool_dir: &Path, pid: i32) {
     }
 }
 
+/// Why a peer's process may have died, when the filesystem of `pool_dir` is
+/// full (checked once the process has ended, before its pool is removed):
+/// a published index that maps a sparse pool file (ROART's DCMM allocator
+/// maps 256 GiB of one) dies of SIGBUS at the first store to a page tmpfs
+/// cannot supply. `None` while it has room.
+pub fn full_filesystem_note(pool_dir: &Path) -> Option<String> {
+    let c = std::ffi::CString::new(pool_dir.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: statvfs is plain data; the call fills it or fails.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a NUL-terminated path and st a valid statvfs to fill.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let unit = st.f_frsize as u64;
+    let (total, avail) = (st.f_blocks as u64 * unit, st.f_bavail as u64 * unit);
+    // Full: less room than one 2 MiB page (a huge=always tmpfs), or 1 %.
+    if total == 0 || avail >= (2u64 << 20).max(total / 100) {
+        return None;
+    }
+    Some(format!(
+        "the filesystem of its pool directory {} was full when its process ended ({} free of {}): a store to a pool page the filesystem cannot supply is a SIGBUS; give it a larger one (--pool-dir, or a larger tmpfs size=)",
+        pool_dir.display(),
+        crate::pm::memory::human(avail),
+        crate::pm::memory::human(total)
+    ))
+}
+
 /// Opens the peer of `spec` with a fresh pool directory in `cfg.pool_dir`.
 pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
     let p = PeerSpec::parse(spec)?;
@@ -239,9 +291,7 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
         key_size: cfg.key_len,
         value_size: cfg.value_size,
         pool_path: pool_path.clone(),
-        // PACTree allocates a 512 MiB operation log in its own pool of this
-        // size: fewer than 1 GiB fails ("!!! alloc error", then a segfault).
-        pool_size: p.pool_size.unwrap_or_else(|| cfg.pool_bytes().max(1 << 30)),
+        pool_size: p.pool_bytes(cfg),
         num_threads: cfg.threads.max(1),
     };
     let mut tree = match PiBenchTree::open(&p.lib, p.layout, &opts, &p.name) {
@@ -355,6 +405,37 @@ mod tests {
         assert!(PeerSpec::parse("pibench:/w/x.so?frobnicate").is_err());
         assert!(PeerSpec::parse("pibench:").is_err());
         assert!(is_peer("pibench-optiql:/x.so") && !is_peer("ferrite"));
+    }
+
+    #[test]
+    fn a_pool_per_record_grows_with_the_run_and_never_below_the_default() {
+        let mut cfg = VariantConfig {
+            pool_dir: std::env::temp_dir(),
+            pool_path: None,
+            pool_size: 0,
+            max_records: 12_000_000,
+            key_len: 8,
+            value_size: 8,
+            reopen: false,
+            redb_load_batch: 1,
+            threads: 1,
+        };
+        let p =
+            PeerSpec::parse("pibench:/w/libroart_pmdk.so?keys=bytes&pool_per_record=1K").unwrap();
+        assert_eq!(p.pool_per_record, Some(1024));
+        // 12 M records of 1 KiB: above the harness's estimate.
+        assert_eq!(p.pool_bytes(&cfg), 12_000_000 * 1024);
+        assert!(cfg.pool_bytes() < 12_000_000 * 1024);
+        // Few records: the 1 GiB minimum.
+        cfg.max_records = 1000;
+        assert_eq!(p.pool_bytes(&cfg), 1 << 30);
+        // Without the option, the estimate (at least 1 GiB); pool_size wins.
+        cfg.max_records = 100_000_000;
+        let plain = PeerSpec::parse("pibench:/w/x.so").unwrap();
+        assert_eq!(plain.pool_bytes(&cfg), cfg.pool_bytes());
+        let fixed = PeerSpec::parse("pibench:/w/x.so?pool_size=2G&pool_per_record=1K").unwrap();
+        assert_eq!(fixed.pool_bytes(&cfg), 2 << 30);
+        assert!(PeerSpec::parse("pibench:/w/x.so?pool_per_record=much").is_err());
     }
 
     #[test]

@@ -409,6 +409,7 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                     // not remove its pool directory (PMDK pools are allocated in
                     // full: gigabytes of /dev/shm): remove it here.
                     let mut measured = false;
+                    let mut full = None;
                     let ok = isolate::in_child(
                         v,
                         part,
@@ -417,8 +418,16 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                             measured |= matches!(e, Event::Result(_));
                             sink(e)
                         },
-                        &mut |pid| peers::remove_peer_dirs(&cfg.pool_dir, pid),
+                        &mut |pid| {
+                            // Before its pool is removed: a full filesystem
+                            // is the likely cause of a SIGBUS.
+                            full = peers::full_filesystem_note(&cfg.pool_dir);
+                            peers::remove_peer_dirs(&cfg.pool_dir, pid)
+                        },
                     )?;
+                    if let (false, Some(why)) = (ok, full) {
+                        sink(Event::Warning(format!("{v}: {why}")));
+                    }
                     // A peer that died before measuring anything (while opening or
                     // loading) would die the same way on every reload.
                     if !ok && !measured && gi + 1 < groups.len() {
@@ -1838,6 +1847,52 @@ mod tests {
             .collect();
         assert_eq!(ours.len(), 4);
         assert!(ours.iter().all(|r| r.extra["wrong"] == 0));
+    }
+
+    /// A peer that maps a sparse pool (as ROART's DCMM allocator does) dies of
+    /// SIGBUS on a full tmpfs: the report says the filesystem was full, not
+    /// only which signal. On a real full tmpfs; with room, no such note.
+    #[test]
+    fn a_peer_killed_by_a_full_filesystem_is_told_so() {
+        use ferrite_pibench_host::probes;
+        let Some(fs) = ferrite_testkit::FullFs::new(16 << 20) else {
+            return;
+        };
+        let run_in = |dir: &std::path::Path| {
+            let c = cfg(|c| {
+                c.records = 2000;
+                c.operations = 1000;
+                c.threads = vec![1];
+                c.benches = vec!["lookup".into()];
+                c.latency_sampling = 0.0;
+                // 32 KiB of pool per insert: 64 MiB for the load.
+                c.compare = Some(vec![format!(
+                    "pibench:{}?name=sparse&env=PROBE_POOL_BYTES_PER_INSERT=32768",
+                    probes::EP2
+                )]);
+                c.pool_dir = dir.to_path_buf();
+            });
+            run(&c, &Quiet).unwrap()
+        };
+        let full = run_in(fs.path());
+        assert!(
+            full.warnings.iter().any(|w| w.contains("died of signal 7")),
+            "{:?}",
+            full.warnings
+        );
+        assert!(
+            full.warnings
+                .iter()
+                .any(|w| w.contains(": the filesystem of its pool directory")
+                    && w.contains("was full")),
+            "{:?}",
+            full.warnings
+        );
+        // Its pool was removed, so the filesystem has room again.
+        assert!(peers::full_filesystem_note(fs.path()).is_none());
+        let roomy = run_in(&std::env::temp_dir());
+        assert!(roomy.warnings.is_empty(), "{:?}", roomy.warnings);
+        assert!(roomy.report.results.iter().any(|r| r.variant == "sparse"));
     }
 
     #[test]

@@ -341,7 +341,7 @@ fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<()> {
 }
 
 /// Bytes for a message: `256.0 MiB`.
-fn human(bytes: u64) -> String {
+pub(crate) fn human(bytes: u64) -> String {
     const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = bytes as f64;
     let mut i = 0;

@@ -182,7 +182,7 @@ pub struct IndexBenchArgs {
     pub index: Option<String>,
     /// Several indexes on identical workloads (default: ferrite,ferrite-dram,btreemap,redb,
     /// and btreemap-u64 after btreemap when keys and values are 8 bytes). A published
-    /// index's PiBench wrapper: pibench:PATH/libX.so[?pool=dir&pool_size=SIZE&keys=u64|i64|bytes&env=N=V&name=N]
+    /// index's PiBench wrapper: pibench:PATH/libX.so[?pool=dir&pool_size=SIZE&pool_per_record=SIZE&keys=u64|i64|bytes&env=N=V&name=N]
     /// (pibench-ep2: / pibench-optiql: name the interface layout; scripts/peers builds them)
     #[arg(long, value_delimiter = ',')]
     pub compare: Option<Vec<String>>,

@@ -11,12 +11,18 @@
 // Values returned by find are the stored value; scans return <key><value>
 // records of the sizes given to create_tree.
 // At run time, PROBE_ABORT_AFTER_INSERTS=N makes the N-th insert abort the
-// process (a wrapper that dies while it is being loaded).
+// process (a wrapper that dies while it is being loaded), and
+// PROBE_POOL_BYTES_PER_INSERT=N has the wrapper map a sparse 1 GiB pool file at
+// the pool path and write N more bytes of it for every insert (as ROART's DCMM
+// allocator does): on a full filesystem that store is a SIGBUS.
 #include "tree_api.hpp"
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <map>
 #include <mutex>
 #include <string>
@@ -55,8 +61,21 @@ struct key_less {
 
 class probe final : public tree_api {
 public:
-    probe(size_t k, size_t v) : k_(k), v_(v) {}
-    ~probe() override { __atomic_add_fetch(&probe_calls[7], 1, __ATOMIC_RELAXED); }
+    probe(size_t k, size_t v, const std::string& pool_path) : k_(k), v_(v) {
+        const char* e = std::getenv("PROBE_POOL_BYTES_PER_INSERT");
+        pool_per_insert_ = e != nullptr ? std::strtoul(e, nullptr, 10) : 0UL;
+        if (pool_per_insert_ == 0) return;
+        int fd = open(pool_path.c_str(), O_RDWR | O_CREAT, 0644);
+        if (fd < 0 || ftruncate(fd, kPoolBytes) != 0) std::abort();
+        void* p = mmap(nullptr, kPoolBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) std::abort();
+        close(fd);
+        pool_ = static_cast<char*>(p);
+    }
+    ~probe() override {
+        __atomic_add_fetch(&probe_calls[7], 1, __ATOMIC_RELAXED);
+        if (pool_ != nullptr) munmap(pool_, kPoolBytes);
+    }
 
     bool find(const char* key, size_t key_len, char* value_out) override {
         __atomic_add_fetch(&probe_calls[0], 1, __ATOMIC_RELAXED);
@@ -72,6 +91,11 @@ public:
     bool insert(const char* key, size_t key_len, const char* value, size_t value_len) override {
         unsigned long n = __atomic_add_fetch(&probe_calls[1], 1, __ATOMIC_RELAXED);
         if (abort_after_ != 0 && n >= abort_after_) std::abort();
+        if (pool_ != nullptr) {
+            size_t from = ((n - 1) * pool_per_insert_) % kPoolBytes;
+            for (size_t o = 0; o < pool_per_insert_ && from + o < kPoolBytes; o += 4096)
+                pool_[from + o] = 1;
+        }
         std::lock_guard<std::mutex> g(m_);
         return map_.emplace(std::string(key, key_len), std::string(value, value_len)).second;
     }
@@ -128,7 +152,10 @@ public:
 #endif
 
 private:
+    static constexpr size_t kPoolBytes = size_t{1} << 30;
     size_t k_, v_;
+    size_t pool_per_insert_ = 0;
+    char* pool_ = nullptr;
     unsigned long abort_after_ = [] {
         const char* e = std::getenv("PROBE_ABORT_AFTER_INSERTS");
         return e != nullptr ? std::strtoul(e, nullptr, 10) : 0UL;
@@ -148,5 +175,5 @@ extern "C" tree_api* create_tree(const tree_options_t& opt) {
     probe_pool_size = opt.pool_size;
     probe_num_threads = opt.num_threads;
     std::strncpy(probe_pool_path, opt.pool_path.c_str(), sizeof probe_pool_path - 1);
-    return new probe(opt.key_size, opt.value_size);
+    return new probe(opt.key_size, opt.value_size, opt.pool_path);
 }
