@@ -179,8 +179,13 @@ def memory(d, stem):
         seen.add(v)
         dr, pm = x.get("dram_B_per_rec"), x.get("pm_B_per_rec")
         g = lambda b: f"{b * 1e8 / 1e9:.2f}" if b is not None else "-"
+        src = x.get('dram_source', '-')
+        # A peer's DRAM is the larger of two measures: show both.
+        parts = [(p, x.get(f"dram_{p}_bytes")) for p in ("rss_anon", "malloc")]
+        if n and all(b is not None for _, b in parts):
+            src += " (" + ", ".join(f"{p} {fmt(b / n)}" for p, b in parts) + ")"
         out.append(f"| {v} | {fmt(dr)} | {fmt(pm)} | {g(dr)} | {g(pm)} | "
-                   f"{x.get('dram_source', '-')} / {x.get('pm_source', '-')} |")
+                   f"{src} / {x.get('pm_source', '-')} |")
     out.append("")
     out.append(f"After loading {n:,} records.")
     out.append("")

@@ -760,6 +760,9 @@ fn run_index(
         if let Some(x) = mem.dram_bytes {
             b = b.with("dram_bytes", x);
         }
+        for (part, x) in &mem.dram_parts {
+            b = b.with(&format!("dram_{part}_bytes"), *x);
+        }
         if let Some(x) = mem.pm_bytes {
             b = b.with("pm_bytes", x);
         }
@@ -1847,6 +1850,46 @@ mod tests {
             .collect();
         assert_eq!(ours.len(), 4);
         assert!(ours.iter().all(|r| r.extra["wrong"] == 0));
+    }
+
+    /// A peer's DRAM is the larger of its two measures, and both are in the
+    /// report. The probe is a `std::map<std::string, std::string>`: glibc hands
+    /// it at least a node of three words plus two 32-byte strings per record.
+    #[test]
+    fn a_peers_dram_is_the_larger_of_resident_and_allocated_growth() {
+        use ferrite_pibench_host::probes;
+        let c = cfg(|c| {
+            c.records = 20_000;
+            c.operations = 1000;
+            c.threads = vec![1];
+            c.benches = vec!["lookup".into()];
+            c.latency_sampling = 0.0;
+            c.compare = Some(vec![format!("pibench:{}?name=map", probes::EP2)]);
+            c.pool_dir = std::env::temp_dir();
+        });
+        let run = run(&c, &Quiet).unwrap();
+        let r = run
+            .report
+            .results
+            .iter()
+            .find(|r| r.variant == "map")
+            .expect("the probe ran");
+        let get = |k: &str| {
+            r.extra[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{k}: {:?}", r.extra))
+        };
+        let (dram, rss, heap) = (
+            get("dram_bytes"),
+            get("dram_rss_anon_bytes"),
+            get("dram_malloc_bytes"),
+        );
+        assert_eq!(dram, rss.max(heap));
+        assert!(heap >= 20_000 * 88, "{heap} B for 20,000 map nodes");
+        assert_eq!(r.extra["dram_source"], "max(RssAnon, malloc) growth");
+        assert_eq!(peers::peer_dram(Some(5), Some(7)), Some(7));
+        assert_eq!(peers::peer_dram(Some(9), None), Some(9));
+        assert_eq!(peers::peer_dram(None, None), None);
     }
 
     /// A peer that maps a sparse pool (as ROART's DCMM allocator does) dies of

@@ -119,6 +119,10 @@ pub struct MemoryReport {
     /// `index` (the index's own accounting) or `malloc` (growth of the bytes
     /// the allocator has handed out since the instance was created).
     pub dram_source: &'static str,
+    /// The measures `dram_bytes` was taken from when there are several (a
+    /// peer's `rss_anon` and `malloc` growth), each in the JSON as
+    /// `dram_<name>_bytes`.
+    pub dram_parts: Vec<(&'static str, u64)>,
     /// `index`, `file` (database file size) or `-`.
     pub pm_source: &'static str,
     /// Of a Ferrite pool: the share of its resident bytes on huge pages
@@ -266,6 +270,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     dram_source: "malloc",
                     pm_source: "-",
                     pool_huge_share: None,
+                    dram_parts: Vec::new(),
                 }),
                 notes: Vec::new(),
                 flushed_lines: None,
@@ -287,6 +292,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     dram_source: "malloc",
                     pm_source: "-",
                     pool_huge_share: None,
+                    dram_parts: Vec::new(),
                 }),
                 Vec::new(),
             ))
@@ -331,6 +337,7 @@ pub fn open_variant(name: &str, cfg: &VariantConfig) -> Result<Instance> {
                     dram_source: "malloc",
                     pm_source: "file",
                     pool_huge_share: None,
+                    dram_parts: Vec::new(),
                 }),
                 notes: Vec::new(),
                 flushed_lines: None,
@@ -356,6 +363,7 @@ fn structure_memory(
             dram_source: "index",
             pm_source: "index",
             pool_huge_share: pool.as_ref().and_then(Pool::huge_page_share),
+            dram_parts: Vec::new(),
         }
     })
 }
