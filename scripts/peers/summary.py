@@ -180,7 +180,7 @@ def memory(d, stem):
         dr, pm = x.get("dram_B_per_rec"), x.get("pm_B_per_rec")
         g = lambda b: f"{b * 1e8 / 1e9:.2f}" if b is not None else "-"
         src = x.get('dram_source', '-')
-        # A peer's DRAM is the larger of two measures: show both.
+        # A peer's DRAM is measured two ways (ferrite-bench peers::peer_dram): show both.
         parts = [(p, x.get(f"dram_{p}_bytes")) for p in ("rss_anon", "malloc")]
         if n and all(b is not None for _, b in parts):
             src += " (" + ", ".join(f"{p} {fmt(b / n)}" for p, b in parts) + ")"
