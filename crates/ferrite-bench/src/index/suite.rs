@@ -1852,6 +1852,24 @@ mod tests {
         assert!(ours.iter().all(|r| r.extra["wrong"] == 0));
     }
 
+    /// 1-thread lookups on the ep2 probe wrapper alone, loaded with `records`,
+    /// its spec options `opts`, its pool in `dir`.
+    fn one_peer_lookups(records: u64, opts: &str, dir: &std::path::Path) -> IndexRun {
+        let c = cfg(|c| {
+            c.records = records;
+            c.operations = 1000;
+            c.threads = vec![1];
+            c.benches = vec!["lookup".into()];
+            c.latency_sampling = 0.0;
+            c.compare = Some(vec![format!(
+                "pibench:{}?{opts}",
+                ferrite_pibench_host::probes::EP2
+            )]);
+            c.pool_dir = dir.to_path_buf();
+        });
+        run(&c, &Quiet).unwrap()
+    }
+
     /// A peer's DRAM is glibc's count of what it allocated, both measures are
     /// in the report, and resident memory counts only when it is far above
     /// the count. The probe is a `std::map<std::string, std::string>`: glibc
@@ -1859,17 +1877,7 @@ mod tests {
     /// record.
     #[test]
     fn a_peers_dram_is_what_glibc_handed_it_unless_resident_memory_is_far_above() {
-        use ferrite_pibench_host::probes;
-        let c = cfg(|c| {
-            c.records = 20_000;
-            c.operations = 1000;
-            c.threads = vec![1];
-            c.benches = vec!["lookup".into()];
-            c.latency_sampling = 0.0;
-            c.compare = Some(vec![format!("pibench:{}?name=map", probes::EP2)]);
-            c.pool_dir = std::env::temp_dir();
-        });
-        let run = run(&c, &Quiet).unwrap();
+        let run = one_peer_lookups(20_000, "name=map", &std::env::temp_dir());
         let r = run
             .report
             .results
@@ -1910,25 +1918,16 @@ mod tests {
     /// only which signal. On a real full tmpfs; with room, no such note.
     #[test]
     fn a_peer_killed_by_a_full_filesystem_is_told_so() {
-        use ferrite_pibench_host::probes;
         let Some(fs) = ferrite_testkit::FullFs::new(16 << 20) else {
             return;
         };
+        // 32 KiB of pool per insert: 64 MiB for the load.
         let run_in = |dir: &std::path::Path| {
-            let c = cfg(|c| {
-                c.records = 2000;
-                c.operations = 1000;
-                c.threads = vec![1];
-                c.benches = vec!["lookup".into()];
-                c.latency_sampling = 0.0;
-                // 32 KiB of pool per insert: 64 MiB for the load.
-                c.compare = Some(vec![format!(
-                    "pibench:{}?name=sparse&env=PROBE_POOL_BYTES_PER_INSERT=32768",
-                    probes::EP2
-                )]);
-                c.pool_dir = dir.to_path_buf();
-            });
-            run(&c, &Quiet).unwrap()
+            one_peer_lookups(
+                2000,
+                "name=sparse&env=PROBE_POOL_BYTES_PER_INSERT=32768",
+                dir,
+            )
         };
         let full = run_in(fs.path());
         assert!(
