@@ -36,7 +36,9 @@ use ferrite_pibench_host::{
     parse_spec, pmdk_flushes, short_name, KeyOrder, Layout, PiBenchTree, TreeOptions,
 };
 
-use crate::index::variants::{heap_in_use_bytes, Instance, MemoryReport, VariantConfig};
+use crate::index::variants::{
+    growth_since, heap_in_use_bytes, Instance, MemoryReport, VariantConfig,
+};
 use crate::{BenchError, Result};
 
 /// A parsed `pibench:` spec.
@@ -307,8 +309,8 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
     // glibc reuses it without growing RssAnon (10 M-record FPTrees measured 0.08
     // B/record in a run with reloads, 1.33 in one without). Handed back first.
     release_free_heap();
-    let rss0 = rss_anon_bytes();
-    let heap0 = heap_in_use_bytes();
+    let rss_growth = growth_since(rss_anon_bytes);
+    let heap_growth = growth_since(heap_in_use_bytes);
     let opts = TreeOptions {
         key_size: cfg.key_len,
         value_size: cfg.value_size,
@@ -358,10 +360,7 @@ pub fn open_peer(spec: &str, cfg: &VariantConfig) -> Result<Instance> {
         label,
         "the published index's own guarantees; pool on tmpfs".into(),
         Box::new(move || {
-            let rss = rss_anon_bytes().zip(rss0).map(|(a, b)| a.saturating_sub(b));
-            let heap = heap_in_use_bytes()
-                .zip(heap0)
-                .map(|(a, b)| a.saturating_sub(b));
+            let (rss, heap) = (rss_growth(), heap_growth());
             MemoryReport {
                 dram_bytes: peer_dram(rss, heap),
                 pm_bytes: Some(mapped_rss_bytes(&d2).unwrap_or_else(|| allocated_bytes(&d2))),

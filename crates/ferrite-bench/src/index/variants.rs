@@ -231,9 +231,14 @@ pub fn heap_in_use_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// How much `read` has grown since now, each time the result is called.
+pub(crate) fn growth_since(read: fn() -> Option<u64>) -> impl Fn() -> Option<u64> + Send + Sync {
+    let base = read();
+    move || Some(read()?.saturating_sub(base?))
+}
+
 fn heap_growth_since() -> impl Fn() -> Option<u64> + Send + Sync {
-    let base = heap_in_use_bytes();
-    move || Some(heap_in_use_bytes()?.saturating_sub(base?))
+    growth_since(heap_in_use_bytes)
 }
 
 fn temp_path(dir: &Path, tag: &str, ext: &str) -> PathBuf {
