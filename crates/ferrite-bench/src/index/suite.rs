@@ -292,6 +292,11 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     {
         return Err(BenchError::UnknownVariant(bad.clone()));
     }
+    // A malformed peer spec is the user's to fix before anything runs (a
+    // peer that is well named but cannot be opened is reported at its turn).
+    for v in variants.iter().filter(|v| peers::is_peer(v)) {
+        peers::PeerSpec::parse(v)?;
+    }
     if c.scan_size == 0 && jobs.iter().any(|j| j.mix.scan > 0.0) {
         return Err(BenchError::Options("--scan_size must be at least 1".into()));
     }
@@ -1916,6 +1921,21 @@ mod tests {
     /// A peer that maps a sparse pool (as ROART's DCMM allocator does) dies of
     /// SIGBUS on a full tmpfs: the report says the filesystem was full, not
     /// only which signal. On a real full tmpfs; with room, no such note.
+    #[test]
+    fn a_malformed_peer_spec_is_refused_before_anything_runs() {
+        let c = cfg(|c| {
+            c.records = 100;
+            c.compare = Some(vec![
+                "btreemap".into(),
+                "pibench:/nonexistent/libx.so?pool_per_record=lots".into(),
+            ]);
+        });
+        match run(&c, &Quiet) {
+            Err(BenchError::Options(m)) => assert!(m.contains("pool_per_record=\"lots\""), "{m}"),
+            other => panic!("{:?}", other.map(|r| r.warnings)),
+        }
+    }
+
     #[test]
     fn a_peer_killed_by_a_full_filesystem_is_told_so() {
         let Some(fs) = ferrite_testkit::FullFs::new(16 << 20) else {
