@@ -363,6 +363,9 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     let mut wrong_ours = 0u64;
     let rounds = c.rounds.max(1);
     for round in 0..rounds {
+        // Which run of its cell each result is, within this round (see
+        // `repeat_of`).
+        let mut runs_of_cell = std::collections::HashMap::new();
         // Round r starts with the r-th index: each index is measured at a
         // different point of the machine's drift in every round.
         for v in variants
@@ -389,7 +392,15 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
                     warnings.push(w);
                 }
                 Event::Running(_) => {}
-                Event::Result(b) => r.results.push(*b),
+                Event::Result(b) => {
+                    let mut b = *b;
+                    let n = runs_of_cell.entry(cell_key(&b)).or_insert(0u64);
+                    if *n > 0 {
+                        b.extra.insert("repeat".into(), json!(*n));
+                    }
+                    *n += 1;
+                    r.results.push(b)
+                }
                 Event::Wrong { values, total } => {
                     wrong += values;
                     if !peer {
@@ -489,7 +500,36 @@ pub fn run(c: &IndexBenchConfig, progress: &dyn Progress) -> Result<IndexRun> {
     })
 }
 
-/// One result per cell (bench, index, parameter, threads) from several rounds
+/// A result's cell within one round: bench, index, parameter, threads.
+fn cell_key(b: &BenchResult) -> String {
+    format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}",
+        b.bench,
+        b.variant,
+        b.param.as_ref().map_or(String::new(), |p| p.to_string()),
+        b.threads
+    )
+}
+
+/// Which run of its cell a result is: 0 for the first run of a bench on an
+/// index at a thread count in a round, 1 for the second, and so on, when the
+/// same run is asked for again (`--benches lookup,lookup`, `-t 1,2,1`). The
+/// JSON carries it as `repeat` from the second run on; the table, the charts
+/// and the medians of `--rounds` keep the runs apart by it.
+pub fn repeat_of(b: &BenchResult) -> u64 {
+    b.extra.get("repeat").and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+/// " #2" for a cell's second run (see [`repeat_of`]), "" for its first.
+fn repeat_suffix(k: u64) -> String {
+    if k == 0 {
+        String::new()
+    } else {
+        format!(" #{}", k + 1)
+    }
+}
+
+/// One result per cell (bench, index, parameter, threads, repeat) from several rounds
 /// of the same comparison, in the order the cells first appear: the round
 /// with the median Mops/s (the lower middle one for an even count), with
 /// every round's Mops/s (`mops_rounds`, in round order), their range, the
@@ -506,13 +546,7 @@ pub fn median_of_rounds(results: Vec<BenchResult>) -> Vec<BenchResult> {
     ];
     let mut cells: Vec<(String, Vec<BenchResult>)> = Vec::new();
     for b in results {
-        let key = format!(
-            "{}\u{0}{}\u{0}{}\u{0}{}",
-            b.bench,
-            b.variant,
-            b.param.as_ref().map_or(String::new(), |p| p.to_string()),
-            b.threads
-        );
+        let key = format!("{}\u{0}{}", cell_key(&b), repeat_of(&b));
         match cells.iter_mut().find(|(k, _)| *k == key) {
             Some((_, v)) => v.push(b),
             None => cells.push((key, vec![b])),
@@ -964,9 +998,12 @@ pub fn latency_chart(r: &Report, threads: usize) -> Option<String> {
             .collect();
         if !pts.is_empty() {
             series.push(
-                Series::new(format!("{} {}", x.variant, x.bench), pts)
-                    .keyed(x.variant.clone())
-                    .dashed(x.bench == "insert"),
+                Series::new(
+                    format!("{} {}{}", x.variant, x.bench, repeat_suffix(repeat_of(x))),
+                    pts,
+                )
+                .keyed(x.variant.clone())
+                .dashed(x.bench == "insert"),
             );
         }
     }
@@ -997,9 +1034,9 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
             .and_then(|v| v.as_u64())
             .unwrap_or(0)
     };
-    let mut cats: Vec<(String, u32)> = Vec::new();
+    let mut cats: Vec<(String, u32, u64)> = Vec::new();
     for x in &r.results {
-        let c = (x.bench.clone(), x.threads);
+        let c = (x.bench.clone(), x.threads, repeat_of(x));
         if !cats.contains(&c) {
             cats.push(c);
         }
@@ -1013,8 +1050,8 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
     let multi_t = r.results.iter().any(|x| x.threads != r.results[0].threads);
     let labels: Vec<String> = cats
         .iter()
-        .map(|(b, t)| {
-            if multi_t {
+        .map(|(b, t, k)| {
+            let label = if multi_t {
                 // Short names: twelve groups share the chart's width.
                 let short = match b.as_str() {
                     "lookup" => "get",
@@ -1027,7 +1064,8 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
                 format!("{short} {t}t")
             } else {
                 b.clone()
-            }
+            };
+            label + &repeat_suffix(*k)
         })
         .collect();
     // A run that did not happen (the index died, or was left out) is marked
@@ -1037,10 +1075,15 @@ pub fn throughput_chart(r: &Report, on_cpu: bool) -> String {
         .map(|v| {
             let vals = cats
                 .iter()
-                .map(|(b, t)| {
+                .map(|(b, t, k)| {
                     r.results
                         .iter()
-                        .find(|x| &x.bench == b && x.threads == *t && &x.variant == v)
+                        .find(|x| {
+                            &x.bench == b
+                                && x.threads == *t
+                                && &x.variant == v
+                                && repeat_of(x) == *k
+                        })
                         .map_or(chart::Cell::MISSING, |x| chart::Cell {
                             value: if on_cpu {
                                 x.extra.get("mops_cpu").and_then(|m| m.as_f64())
@@ -1340,27 +1383,46 @@ pub fn text(run: &IndexRun, paths: Option<&OutputPaths>) -> String {
     }
     let mut rows = Vec::new();
     let mut stopped = false;
+    // How often each (bench, threads) was run before: a repeated run is
+    // the result with that repeat number, not the first one again.
+    let mut before = std::collections::HashMap::new();
     for j in &run.jobs {
         let mut first = true;
         for &t in &c.threads {
+            let n = before.entry((j.name.as_str(), t)).or_insert(0u64);
+            let k = *n;
+            *n += 1;
             for i in &run.indexes {
-                let Some(x) = r
-                    .results
-                    .iter()
-                    .find(|x| x.bench == j.name && x.variant == i.name && x.threads as usize == t)
-                else {
+                let Some(x) = r.results.iter().find(|x| {
+                    x.bench == j.name
+                        && x.variant == i.name
+                        && x.threads as usize == t
+                        && repeat_of(x) == k
+                }) else {
                     continue;
                 };
                 let early = x.extra.contains_key("stopped_early");
                 stopped |= early;
                 let lat = |v: Option<f64>| v.map_or("-".to_string(), fmt_ns);
                 let mut row = vec![
-                    if first { j.name.clone() } else { String::new() },
+                    if first {
+                        format!(
+                            "{}{}",
+                            j.name,
+                            if multi_t {
+                                String::new()
+                            } else {
+                                repeat_suffix(k)
+                            }
+                        )
+                    } else {
+                        String::new()
+                    },
                     i.name.clone(),
                 ];
                 first = false;
                 if multi_t {
-                    row.push(t.to_string());
+                    row.push(format!("{t}{}", repeat_suffix(k)));
                 }
                 row.extend([
                     format!("{}{}", mops_text(x.mops), if early { "*" } else { "" }),
@@ -1740,6 +1802,70 @@ mod tests {
             .any(|n| n.starts_with("--rounds 3:")));
         let unique: std::collections::HashSet<_> = run.report.notes.iter().collect();
         assert_eq!(unique.len(), run.report.notes.len(), "notes once each");
+    }
+
+    #[test]
+    fn a_repeated_run_is_shown_with_its_own_numbers() {
+        // `--benches lookup,lookup -t 1,2,1`: the 1-thread lookup runs four
+        // times, the 2-thread one twice. Each run must keep its own numbers in
+        // the JSON, the table and the chart (they showed the first run's for
+        // every repeat).
+        let c = cfg(|c| {
+            c.records = 2000;
+            c.operations = 2000;
+            c.threads = vec![1, 2, 1];
+            c.benches = vec!["lookup".into(), "lookup".into()];
+            c.compare = Some(vec!["btreemap-u64".into()]);
+        });
+        let mut run = run(&c, &Quiet).unwrap();
+        let res = &run.report.results;
+        let cells: Vec<(u32, u64)> = res.iter().map(|x| (x.threads, repeat_of(x))).collect();
+        assert_eq!(cells, [(1, 0), (2, 0), (1, 1), (1, 2), (2, 1), (1, 3)]);
+        // Distinct numbers, so that a table showing one run twice is caught.
+        for (i, x) in run.report.results.iter_mut().enumerate() {
+            x.mops = 1.0 + i as f64;
+        }
+        let t = text(&run, None);
+        // The results table: the rows after its header and rule, up to the
+        // blank line; from each, the threads cell and the Mops/s.
+        let shown: Vec<String> = t
+            .lines()
+            .skip_while(|l| !(l.starts_with("op ") && l.contains("threads")))
+            .skip(2)
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let at = f.iter().position(|w| *w == "btreemap-u64").unwrap();
+                let n = if f[at + 2].starts_with('#') { 3 } else { 2 };
+                f[at + 1..at + 1 + n].join(" ")
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "1 1.00",
+                "2 2.00",
+                "1 #2 3.00",
+                "1 #3 4.00",
+                "2 #2 5.00",
+                "1 #4 6.00"
+            ],
+            "{t}"
+        );
+        let svg = throughput_chart(&run.report, false);
+        assert!(
+            svg.contains("get 1t #4") && svg.contains("get 2t #2"),
+            "{svg}"
+        );
+        // Rounds: a cell's repeats stay apart, each the median of its own.
+        let mut two = run.report.results.clone();
+        two.extend(run.report.results.iter().cloned().map(|mut x| {
+            x.mops += 0.5;
+            x
+        }));
+        let med = median_of_rounds(two);
+        assert_eq!(med.len(), 6);
+        assert!(med.iter().all(|x| x.extra["rounds"] == 2));
     }
 
     #[test]
