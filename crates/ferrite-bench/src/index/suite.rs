@@ -896,8 +896,13 @@ pub fn write_outputs(run: &mut IndexRun, out: &Path, stem: &str) -> Result<Outpu
             .push(format!("latency chart (p50..p99.99): {}", p.display()));
         chart_latency = Some(p);
     }
+    // A repeated run (`repeat_of`) gets a column saying which run it is.
+    let mut cols = TABLE_COLS.to_vec();
+    if r.results.iter().any(|x| repeat_of(x) > 0) {
+        cols.insert(0, "repeat");
+    }
     let chart = r
-        .write_outputs(out, stem, &TABLE_COLS, &svg)
+        .write_outputs(out, stem, &cols, &svg)
         .map_err(io_err(out))?;
     Ok(OutputPaths {
         json: out.join(format!("{stem}.json")),
@@ -1857,6 +1862,22 @@ mod tests {
             svg.contains("get 1t #4") && svg.contains("get 2t #2"),
             "{svg}"
         );
+        // The markdown table gets a repeat column (- for a first run).
+        let out = std::env::temp_dir().join(format!("ferrite-bench-repeat-{}", std::process::id()));
+        let paths = write_outputs(&mut run, &out, "index").unwrap();
+        let md = std::fs::read_to_string(&paths.markdown).unwrap();
+        let _ = std::fs::remove_dir_all(&out);
+        let head = md.lines().find(|l| l.starts_with("| bench")).unwrap();
+        let col = head
+            .split('|')
+            .position(|c| c.trim() == "repeat")
+            .expect(head);
+        let reps: Vec<String> = md
+            .lines()
+            .filter(|l| l.starts_with("| lookup"))
+            .map(|l| l.split('|').nth(col).unwrap().trim().to_string())
+            .collect();
+        assert_eq!(reps, ["-", "-", "1", "2", "1", "3"], "{md}");
         // Rounds: a cell's repeats stay apart, each the median of its own.
         let mut two = run.report.results.clone();
         two.extend(run.report.results.iter().cloned().map(|mut x| {
