@@ -12,7 +12,7 @@
 //!   binding against dict, LMDB and sqlite3 (`facade`).
 //! * [`buffer`]: the buffer manager's evaluation (`buffer`): YCSB, TPC-C, the
 //!   five designs of the thesis, the outside anchors under a memory cgroup.
-//! * [`env`]: the one `environment` record every report carries.
+//! * [`env`](mod@env): the one `environment` record every report carries.
 //!
 //! The library crates depend on nothing here; this crate depends on them. The
 //! `ferrite` command only parses arguments and prints.

@@ -130,7 +130,7 @@ fn leader(c: &Cluster, password: &Option<String>) -> Option<u64> {
     seen
 }
 
-/// Polls [`leader`] until one is named or `deadline` passes.
+/// Polls `leader` until one is named or `deadline` passes.
 pub fn await_leader(c: &Cluster, password: &Option<String>, deadline: Instant) -> Option<u64> {
     loop {
         if let Some(l) = leader(c, password) {

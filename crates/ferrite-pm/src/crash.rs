@@ -46,7 +46,8 @@ pub struct CrashConfig {
     pub points: CrashPoints,
     /// Images per crash point (>= 1).
     pub seeds: u32,
-    /// Seeds the workload (via [`CrashConfig::workload_seed`]) and the sampling.
+    /// Seeds the workload (each target draws its operations from it) and the
+    /// sampling.
     pub seed: u64,
     pub pool_size: u64,
     pub chunk_size: u64,

@@ -333,7 +333,7 @@ impl KeyCodec {
 }
 
 /// What [`KeyCodec::word_matches`] needs of a value: the id bits of its
-/// first 8 bytes, or [`SHORT_VALUE`] when it has fewer.
+/// first 8 bytes, or `SHORT_VALUE` when it has fewer.
 #[inline]
 pub fn value_word(value: &[u8]) -> u64 {
     match value.first_chunk::<8>() {

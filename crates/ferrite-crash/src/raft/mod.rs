@@ -8,7 +8,7 @@
 //! inside it) and, for the list, clean-up steps. Each group ends with a
 //! commit, after which openraft would be told the entries are durable: that
 //! is the acknowledgement the journal records. Every operation carries the
-//! model's [`Logical`] state after it.
+//! model's `Logical` state after it.
 //!
 //! The checker opens each crash image through the normal open path and
 //! requires the recovered store to be exactly the state after the last

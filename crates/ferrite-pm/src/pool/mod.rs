@@ -519,7 +519,7 @@ impl Pool {
     }
 
     /// The page size the kernel maps the pool with, as far as it has mapped it:
-    /// [`HUGE_PAGE`] (2 MiB) when any part of the pool is mapped with huge pages
+    /// `HUGE_PAGE` (2 MiB) when any part of the pool is mapped with huge pages
     /// (tmpfs mounted `huge=always`, DAX with aligned extents, a large volatile
     /// pool that got transparent huge pages), else the mapping's base page size
     /// (4 KiB); `None` where `/proc/self/smaps` cannot tell (not Linux). Pages

@@ -583,7 +583,7 @@ impl PmMap for ListMap {
     }
 
     /// Copies the stream into pages as it is (runs of whole records of up to
-    /// [`RECORD_RUN`] bytes per page, one non-temporal copy each, then one
+    /// `RECORD_RUN` bytes per page, one non-temporal copy each, then one
     /// fence) and indexes its keys: the records need no encoding, and the
     /// pages no write-back after the copy.
     fn put_records(&mut self, bytes: &[u8]) -> Result<u64> {

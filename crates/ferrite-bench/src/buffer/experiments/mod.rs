@@ -1,5 +1,5 @@
 //! The experiments of `ferrite bench buffer`, one module per figure group,
-//! sharing the loading and measuring steps of [`Ctx`].
+//! sharing the loading and measuring steps of `Ctx`.
 
 mod anchors;
 mod mid;

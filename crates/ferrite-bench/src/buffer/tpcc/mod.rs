@@ -1,8 +1,8 @@
 //! TPC-C on Ferrite's transactional ordered-KV interface ([`TxStore`]): all
 //! nine tables as key ranges of one ordered key space with composite keys
-//! ([`schema`]), the initial population ([`load`]), the five transactions and
+//! ([`schema`]), the initial population ([`load`](mod@load)), the five transactions and
 //! the mix ([`txns`]), the driver ([`run`]) and the consistency conditions 1–4
-//! ([`check`]). No think or keying times; warehouses are the size knob.
+//! ([`check`](mod@check)). No think or keying times; warehouses are the size knob.
 
 pub mod check;
 pub mod gen;
