@@ -48,7 +48,9 @@ use crate::ebr::Guard;
 use crate::arena::Slab;
 use crate::vlock;
 
+mod bucket;
 mod dir;
+use bucket::Buckets;
 use dir::Dir;
 
 /// Maximum children per node.
@@ -600,6 +602,19 @@ impl Drop for Node {
     }
 }
 
+/// A level-0 child in the bucket table: its leaf offset over 256 (leaves
+/// are 256-byte aligned), so pools up to 1 TiB; None when it does not fit
+/// (its bucket's entry is then off).
+const KID_SHIFT: u32 = 8;
+
+#[inline]
+fn kid_units(off: usize) -> Option<u32> {
+    if !off.is_multiple_of(1 << KID_SHIFT) {
+        return None;
+    }
+    u32::try_from(off >> KID_SHIFT).ok()
+}
+
 /// Takes a node's lock (writers, under the structure mutex).
 fn lock(n: &Node) -> u64 {
     vlock::lock(&n.lock).expect("inner nodes are never obsolete")
@@ -610,7 +625,7 @@ fn lock(n: &Node) -> u64 {
 /// leaves that follow).
 pub struct Route<'a> {
     pub leaf: u64,
-    node: &'a Node,
+    from: From<'a>,
     v: u64,
     idx: usize,
     /// The leaf's low key (the nearest separator left of the path; None =
@@ -618,8 +633,17 @@ pub struct Route<'a> {
     pub low: Option<Sep>,
 }
 
+/// What a route read last before the leaf: a level-0 node, or a bucket
+/// table entry ([`bucket`]), which writers keep exact under the same
+/// protocol.
+enum From<'a> {
+    Node(&'a Node),
+    Bucket(&'a bucket::Entry),
+}
+
 impl Route<'_> {
-    /// Whether the level-0 node is unchanged since the route was read. A reader
+    /// Whether the level-0 node (or the bucket table entry) is unchanged since
+    /// the route was read. A reader
     /// calls this after taking the leaf's version (`read_begin`, or after
     /// locking it); when it holds, the leaf was the right one for the key at the
     /// moment its version was taken, so what the reader then reads from the
@@ -640,18 +664,29 @@ impl Route<'_> {
     /// merge, its entries too) only ever moves to its predecessor, which stays
     /// locked until the entries, the chain and this node are all updated.
     /// A level-0 node's own key range only changes when it splits, which
-    /// changes its version too.
+    /// changes its version too. The same holds for a bucket table entry: the
+    /// structure modification rewrites (and so re-versions) every entry whose
+    /// separators or leaves it changed before it returns, which is before the
+    /// leaf is unlocked ([`Buckets::refresh`]).
     #[inline]
     pub fn still_valid(&self) -> bool {
-        vlock::validate(&self.node.lock, self.v)
+        match self.from {
+            From::Node(n) => vlock::validate(&n.lock, self.v),
+            From::Bucket(e) => vlock::validate(Buckets::lock_of(e), self.v),
+        }
     }
 
-    /// The leaf `j` places after the routed one in the same level-0 node (a
-    /// hint for prefetching: not validated).
+    /// The leaf `j` places after the routed one in the same level-0 node (or
+    /// bucket table entry): a hint for prefetching, not validated.
     #[inline]
     pub fn leaf_after(&self, j: usize) -> Option<u64> {
-        let i = self.idx + j;
-        (i <= self.node.count()).then(|| self.node.child(i) as u64)
+        match self.from {
+            From::Node(n) => {
+                let i = self.idx + j;
+                (i <= n.count()).then(|| n.child(i) as u64)
+            }
+            From::Bucket(e) => Buckets::leaf_after(e, self.idx, j),
+        }
     }
 }
 
@@ -665,16 +700,23 @@ pub struct Inner {
     smo: Mutex<()>,
     /// Jumps from a key's top bits to its level-0 node ([`dir`]).
     dir: Dir,
+    /// Jumps from a key's top bits to its leaf ([`bucket`]).
+    buckets: Buckets,
 }
 
 impl Inner {
     /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
     pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> Inner {
+        let count = leaves.len();
         let (root, level) = build(leaves);
+        let buckets = Buckets::new(count);
+        // SAFETY: just built, not yet published; nodes live as long as the tree.
+        buckets.turn_on_if_large(unsafe { &*root });
         Inner {
             root: AtomicPtr::new(root),
             smo: Mutex::new(()),
             dir: Dir::new(level > 0),
+            buckets,
         }
     }
 
@@ -695,6 +737,15 @@ impl Inner {
         _g: &'a Guard,
     ) -> Route<'a> {
         if le && !want_low {
+            if let Some((leaf, e, v, idx)) = self.buckets.route(k) {
+                return Route {
+                    leaf,
+                    from: From::Bucket(e),
+                    v,
+                    idx,
+                    low: None,
+                };
+            }
             if let Some(rt) = self.dir.route(k) {
                 return rt;
             }
@@ -754,7 +805,7 @@ impl Inner {
                     }
                     return Route {
                         leaf: c as u64,
-                        node: n,
+                        from: From::Node(n),
                         v,
                         idx: i,
                         low,
@@ -776,6 +827,15 @@ impl Inner {
                 v = cv;
             }
         }
+    }
+
+    /// Builds the bucket table ([`bucket`]) from `leaves` leaves instead of
+    /// the default, now if the tree already has that many (tests: small trees
+    /// with a table).
+    pub fn set_bucket_table_min_leaves(&self, leaves: usize) {
+        self.buckets.min_leaves.store(leaves, Mo::Relaxed);
+        let s = self.lock();
+        self.buckets.turn_on_if_large(s.root());
     }
 
     /// Takes the structure-modification mutex. Tries it for a while before
@@ -849,6 +909,18 @@ impl<'a> Smo<'a> {
     pub fn insert(&mut self, sep: Sep, leaf: u64, g: &Guard) {
         let kb = sep.to_vec();
         let path = self.path(&SearchKey::new(&kb));
+        // The bucket table entries to rewrite: those of the prefixes from the
+        // new separator's to the next separator's (or the level-0 node's
+        // upper fence): the range whose leaf changes.
+        let span = {
+            let &(n0, i0) = path.last().expect("non-empty path");
+            let next = if i0 < n0.count() {
+                n0.pairs[i0].0.load(Mo::Relaxed)
+            } else {
+                n0.hi.load(Mo::Relaxed)
+            };
+            (sep.prefix, next)
+        };
         let mut held: Vec<(&Node, u64)> = Vec::with_capacity(path.len());
         let mut carry = Some((sep, leaf as usize));
         // A level-0 node split off here (its directory slots are filled once
@@ -898,6 +970,15 @@ impl<'a> Smo<'a> {
             // SAFETY: published above; nodes live as long as the tree.
             self.inner.dir.fill_node(unsafe { &*rp });
         }
+        let b = &self.inner.buckets;
+        b.leaves.fetch_add(1, Mo::Relaxed);
+        if b.is_on() {
+            // (A level-0 node split changes no entry: entries list
+            // separators and leaves, whichever node holds them.)
+            b.refresh(self.root(), span.0, span.1);
+        } else {
+            b.turn_on_if_large(self.root());
+        }
     }
 
     /// Removes leaf `leaf`, whose low key is `low`, when its separator sits in
@@ -916,13 +997,23 @@ impl<'a> Smo<'a> {
         if let Some(&(p, pi)) = path.len().checked_sub(2).and_then(|j| path.get(j)) {
             p.set_hint(pi, n.count());
         }
+        // The removed leaf's range, now its left neighbour's: from its low
+        // key to the separator that now follows (or the node's upper fence).
+        let next = if i - 1 < n.count() {
+            n.pairs[i - 1].0.load(Mo::Relaxed)
+        } else {
+            n.hi.load(Mo::Relaxed)
+        };
+        let b = &self.inner.buckets;
+        b.leaves.fetch_sub(1, Mo::Relaxed);
+        b.refresh(self.root(), k.prefix, next);
         true
     }
 
     /// DRAM bytes of the tree, its nodes and its level-0 directory
     /// (consistent: the mutex is held).
     pub fn bytes(&self) -> u64 {
-        self.bytes_of_nodes() + self.inner.dir.bytes()
+        self.bytes_of_nodes() + self.inner.dir.bytes() + self.inner.buckets.bytes()
     }
 
     /// DRAM bytes of the nodes alone.
@@ -945,12 +1036,13 @@ impl<'a> Smo<'a> {
         // slots may be stale: readers check the node's fences).
         let mut level0 = std::collections::HashSet::new();
         level0_nodes(self.root(), &mut level0);
-        match self.inner.dir.named().find(|a| !level0.contains(a)) {
-            Some(a) => Err(format!(
+        if let Some(a) = self.inner.dir.named().find(|a| !level0.contains(a)) {
+            return Err(format!(
                 "the level-0 directory names {a:#x}, not a level-0 node of the tree"
-            )),
-            None => Ok(()),
+            ));
         }
+        // The bucket table is exact: every entry as the tree says.
+        self.inner.buckets.check(self.root())
     }
 }
 

@@ -118,7 +118,7 @@ impl Dir {
         }
         Some(Route {
             leaf: c as u64,
-            node: n,
+            from: super::From::Node(n),
             v,
             idx: i,
             low: None,

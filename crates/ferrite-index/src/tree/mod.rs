@@ -317,6 +317,14 @@ impl FerriteIndex {
         self.merging.store(on, Ordering::Relaxed);
     }
 
+    /// Test hook: builds the DRAM bucket table (which routes lookups and
+    /// writes straight to their leaves) from this many leaves instead of the
+    /// default 131,072, now if the index already has that many.
+    #[doc(hidden)]
+    pub fn set_bucket_table_min_leaves(&self, leaves: usize) {
+        self.inner.set_bucket_table_min_leaves(leaves);
+    }
+
     /// Test hook: `hook(i)` runs after a write batch applied its operation `i`
     /// (with the batch mutex held and the batch's log committed).
     #[doc(hidden)]
