@@ -192,7 +192,9 @@ impl Buckets {
             // No memory for the table: routes keep using the directory.
             return;
         };
-        // Filled before it is published: no reader sees it half-built.
+        // Published zeroed (every entry off), then filled entry by entry
+        // under each entry's lock: a reader sees an entry off, locked, or
+        // filled from the tree as it is now.
         let _ = self.table.set(r);
         self.refresh(root, 0, u64::MAX);
     }
