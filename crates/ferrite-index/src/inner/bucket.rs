@@ -293,8 +293,11 @@ fn fill_of(root: &Node, b: u64) -> Option<Fill> {
         }
         let (m, mi, low) = descend(root, h, true);
         if std::ptr::eq(m, n) {
-            // The last level-0 node (its fence is the end of the key space).
-            return Some(f);
+            // The 8-byte key `h` routes back here: either this is the last
+            // level-0 node (its fence is the end of the key space), or its
+            // fence is a separator longer than 8 bytes with prefix `h`, above
+            // the 8-byte key, and the bucket goes on in the next node.
+            return (h == u64::MAX && std::ptr::eq(n, last_level0(root))).then_some(f);
         }
         if mi != 0 || low != Some((h, 8)) {
             return None;
@@ -316,6 +319,16 @@ impl Fill {
         self.kids.push(kid_units(leaf)?);
         Some(())
     }
+}
+
+/// The tree's last level-0 node (the one without a right neighbour).
+fn last_level0(root: &Node) -> &Node {
+    let mut n = root;
+    while n.level > 0 {
+        // SAFETY: children of a live node above level 0 are live nodes.
+        n = unsafe { &*n.kid(n.count()) };
+    }
+    n
 }
 
 /// The level-0 node and child index an 8-byte key `kp` routes to (`le`: the
@@ -440,6 +453,65 @@ mod tests {
         t.lock().check().unwrap();
         let hits = agree(&t, &keys);
         assert!(hits > keys.len() * 8 / 10, "{hits} of {}", keys.len());
+    }
+
+    /// Separators dense enough that buckets span level-0 nodes, with 8- and
+    /// 16-byte keys: an entry whose bucket crosses a fence longer than 8
+    /// bytes is off (its keys would otherwise route to the last leaf of the
+    /// node before), and every answer is the root's, for keys inside
+    /// leaves, equal to separators and just below them.
+    #[test]
+    fn buckets_across_level0_nodes_with_long_keys() {
+        for len in [8usize, 16] {
+            let key = |p: u64, tail: u64| {
+                let mut v = p.to_be_bytes().to_vec();
+                if len > 8 {
+                    v.extend_from_slice(&tail.to_be_bytes());
+                }
+                v
+            };
+            let n = 16_384u64;
+            // About six separators per bucket, over a twelfth of the buckets.
+            let step = (1u64 << SHIFT) / 6 + 77;
+            let sep = |i: u64| key((1u64 << 60) + i * step, i);
+            let t = Inner::build(
+                (0..n)
+                    .map(|i| ((i > 0).then(|| Sep::from_key(&sep(i))), (i + 1) * UNIT))
+                    .collect(),
+            );
+            t.set_bucket_table_min_leaves(8192);
+            assert!(t.buckets.is_on());
+            t.lock().check().unwrap();
+            let mut keys = Vec::new();
+            for i in 1..n {
+                let p = (1u64 << 60) + i * step;
+                keys.push(sep(i));
+                keys.push(key(p + 5, 0));
+                keys.push(key(p - 1, u64::MAX));
+                if len > 8 {
+                    keys.push(key(p, 0));
+                    keys.push(key(p, i + 1));
+                }
+            }
+            let hits = agree(&t, &keys);
+            let off = t
+                .buckets
+                .entries()
+                .unwrap()
+                .iter()
+                .filter(|e| e.n.load(Mo::Relaxed) == 0)
+                .count();
+            if len == 8 {
+                assert!(
+                    hits > keys.len() * 9 / 10,
+                    "8-byte keys: {hits} of {}",
+                    keys.len()
+                );
+            } else {
+                assert!(hits > 0, "16-byte keys: no entry answered");
+                assert!(off > 0, "16-byte keys: no entry off");
+            }
+        }
     }
 
     /// Below `min_leaves` leaves a tree has no table; the split that
