@@ -433,31 +433,35 @@ impl Heap {
         }) {
             return Ok(off);
         }
-        let batch = self.refill(class)?;
+        let mut batch = [0u64; BATCH];
+        let n = self.refill(class, &mut batch)?;
         self.with_cache(|tc| {
-            tc.free[class].extend(batch);
+            tc.free[class].extend_from_slice(&batch[..n]);
             Ok(tc.free[class]
                 .pop()
                 .expect("refill returns at least one block"))
         })
     }
 
-    /// Takes up to BATCH blocks from the shared list, carving or claiming chunks.
-    fn refill(&self, class: usize) -> Result<Vec<u64>> {
+    /// Takes up to BATCH blocks from the shared list, carving or claiming
+    /// chunks, into `out`; returns how many (at least one). Allocates nothing
+    /// from the system allocator while the class lock is held: a writer
+    /// blocked there in the allocator's own lock would hold up every writer
+    /// of the class.
+    fn refill(&self, class: usize, out: &mut [u64; BATCH]) -> Result<usize> {
         let size = SIZE_CLASSES[class] as u64;
         let mut cls = self.shared.classes[class].lock().unwrap();
         let take = cls.free.len().min(BATCH);
-        let at = cls.free.len() - take;
-        let mut out: Vec<u64> = cls.free.split_off(at);
-        out.reverse();
-        while out.len() < BATCH {
+        let mut fresh = 0;
+        while fresh + take < BATCH {
             match cls.bump {
                 Some((next, end)) if next + size <= end => {
-                    out.push(next);
+                    out[BATCH - 1 - fresh] = next;
+                    fresh += 1;
                     cls.bump = Some((next + size, end));
                 }
                 _ => {
-                    if !out.is_empty() {
+                    if fresh + take > 0 {
                         break;
                     }
                     let c = self.pool().claim_chunks(
@@ -471,8 +475,15 @@ impl Heap {
                 }
             }
         }
-        out.reverse();
-        Ok(out)
+        // `out[BATCH - fresh..]` holds the fresh blocks, highest address
+        // first; move them to the front, the taken ones behind them (so the
+        // taken ones are popped first, then the fresh ones in address order).
+        out.copy_within(BATCH - fresh.., 0);
+        let at = cls.free.len() - take;
+        for (i, off) in cls.free.drain(at..).enumerate() {
+            out[fresh + i] = off;
+        }
+        Ok(take + fresh)
     }
 
     /// Frees the block at `off`. The caller must already have flushed the store

@@ -81,11 +81,16 @@ pub(super) struct Buckets {
     pub(super) min_leaves: AtomicUsize,
 }
 
-/// An entry's separators and leaves as computed from the tree.
+/// An entry's separators and leaves as computed from the tree. Fixed arrays,
+/// not vectors: it is computed under the structure mutex on every split, and
+/// an allocation there can wait on the allocator's lock while the other
+/// writers wait on the mutex (slots past `n` stay zero).
 #[derive(Debug, PartialEq, Eq)]
 struct Fill {
-    prefixes: Vec<u64>,
-    kids: Vec<u32>,
+    /// Separators held.
+    n: usize,
+    prefixes: [u64; CAP],
+    kids: [u32; CAP + 1],
     all8: bool,
 }
 
@@ -212,15 +217,15 @@ impl Buckets {
             let v = vlock::lock(&e.lock).expect("entries are never obsolete");
             match f {
                 Some(f) => {
-                    for (j, &p) in f.prefixes.iter().enumerate() {
+                    for (j, &p) in f.prefixes[..f.n].iter().enumerate() {
                         e.mid[j].store((p >> 16) as u32, Mo::Relaxed);
                         e.low[j].store(p as u16, Mo::Relaxed);
                     }
-                    for (j, &c) in f.kids.iter().enumerate() {
+                    for (j, &c) in f.kids[..=f.n].iter().enumerate() {
                         e.kids[j].store(c, Mo::Relaxed);
                     }
                     e.flags.store(if f.all8 { ALL8 } else { 0 }, Mo::Relaxed);
-                    e.n.store(f.prefixes.len() as u32 + 1, Mo::Relaxed);
+                    e.n.store(f.n as u32 + 1, Mo::Relaxed);
                 }
                 None => e.n.store(0, Mo::Relaxed),
             }
@@ -238,18 +243,16 @@ impl Buckets {
             let want = fill_of(root, b as u64);
             let n1 = e.n.load(Mo::Relaxed) as usize;
             let have = (n1 > 0).then(|| {
-                let n = n1 - 1;
-                Fill {
-                    prefixes: (0..n)
-                        .map(|j| {
-                            (b as u64) << SHIFT
-                                | u64::from(e.mid[j].load(Mo::Relaxed)) << 16
-                                | u64::from(e.low[j].load(Mo::Relaxed))
-                        })
-                        .collect(),
-                    kids: (0..=n).map(|j| e.kids[j].load(Mo::Relaxed)).collect(),
-                    all8: e.flags.load(Mo::Relaxed) & ALL8 != 0,
+                let mut f = Fill::new(e.kids[0].load(Mo::Relaxed));
+                f.n = n1 - 1;
+                for j in 0..f.n {
+                    f.prefixes[j] = (b as u64) << SHIFT
+                        | u64::from(e.mid[j].load(Mo::Relaxed)) << 16
+                        | u64::from(e.low[j].load(Mo::Relaxed));
+                    f.kids[j + 1] = e.kids[j + 1].load(Mo::Relaxed);
                 }
+                f.all8 = e.flags.load(Mo::Relaxed) & ALL8 != 0;
+                f
             });
             if have != want {
                 return Err(format!(
@@ -271,11 +274,7 @@ fn fill_of(root: &Node, b: u64) -> Option<Fill> {
     let be = bs | ((1u64 << SHIFT) - 1);
     // The leaf of the bucket's first 8-byte key.
     let (mut n, mut i, _) = descend(root, bs, false);
-    let mut f = Fill {
-        prefixes: Vec::new(),
-        kids: vec![kid_units(n.child(i))?],
-        all8: true,
-    };
+    let mut f = Fill::new(kid_units(n.child(i))?);
     loop {
         for j in i..n.count() {
             let p = n.pairs[j].0.load(Mo::Relaxed);
@@ -308,15 +307,28 @@ fn fill_of(root: &Node, b: u64) -> Option<Fill> {
 }
 
 impl Fill {
+    /// No separators yet; `first` is the leaf of the bucket's first key.
+    fn new(first: u32) -> Fill {
+        let mut kids = [0; CAP + 1];
+        kids[0] = first;
+        Fill {
+            n: 0,
+            prefixes: [0; CAP],
+            kids,
+            all8: true,
+        }
+    }
+
     /// Appends a separator and the leaf right of it; None when the entry
     /// would overflow or the leaf's offset does not fit.
     fn push(&mut self, prefix: u64, len8: bool, leaf: usize) -> Option<()> {
-        if self.prefixes.len() == CAP {
+        if self.n == CAP {
             return None;
         }
-        self.prefixes.push(prefix);
+        self.kids[self.n + 1] = kid_units(leaf)?;
+        self.prefixes[self.n] = prefix;
         self.all8 &= len8;
-        self.kids.push(kid_units(leaf)?);
+        self.n += 1;
         Some(())
     }
 }
