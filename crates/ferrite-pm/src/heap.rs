@@ -456,7 +456,7 @@ impl Heap {
         while fresh + take < BATCH {
             match cls.bump {
                 Some((next, end)) if next + size <= end => {
-                    out[BATCH - 1 - fresh] = next;
+                    out[fresh] = next;
                     fresh += 1;
                     cls.bump = Some((next + size, end));
                 }
@@ -475,15 +475,13 @@ impl Heap {
                 }
             }
         }
-        // `out[BATCH - fresh..]` holds the fresh blocks, highest address
-        // first; move them to the front, the taken ones behind them (so the
-        // taken ones are popped first, then the fresh ones in address order).
-        out.copy_within(BATCH - fresh.., 0);
+        // Fresh blocks highest address first, the taken ones behind them: the
+        // taken ones are popped first, then the fresh ones in address order.
+        out[..fresh].reverse();
         let at = cls.free.len() - take;
-        for (i, off) in cls.free.drain(at..).enumerate() {
-            out[fresh + i] = off;
-        }
-        Ok(take + fresh)
+        out[fresh..fresh + take].copy_from_slice(&cls.free[at..]);
+        cls.free.truncate(at);
+        Ok(fresh + take)
     }
 
     /// Frees the block at `off`. The caller must already have flushed the store
