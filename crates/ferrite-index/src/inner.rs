@@ -48,8 +48,11 @@ use crate::ebr::Guard;
 use crate::arena::Slab;
 use crate::vlock;
 
+mod alphabet;
 mod bucket;
 mod dir;
+mod keymap;
+use alphabet::Alphabet;
 use bucket::Buckets;
 use dir::Dir;
 
@@ -702,21 +705,29 @@ pub struct Inner {
     dir: Dir,
     /// Jumps from a key's top bits to its leaf ([`bucket`]).
     buckets: Buckets,
+    /// The byte values of the separators, for the route's guesses
+    /// ([`alphabet`]).
+    alpha: Alphabet,
 }
 
 impl Inner {
     /// Bulk-builds a tree over `leaves` (in key order; the first has no low key).
     pub fn build(leaves: Vec<(Option<Sep>, u64)>) -> Inner {
         let count = leaves.len();
+        let alpha = Alphabet::new();
+        for s in leaves.iter().filter_map(|(s, _)| s.as_ref()) {
+            alpha.learn(s.prefix);
+        }
         let (root, level) = build(leaves);
         let buckets = Buckets::new(count);
         // SAFETY: just built, not yet published; nodes live as long as the tree.
-        buckets.turn_on_if_large(unsafe { &*root });
+        buckets.turn_on_if_large(unsafe { &*root }, &alpha);
         Inner {
             root: AtomicPtr::new(root),
             smo: Mutex::new(()),
             dir: Dir::new(level > 0),
             buckets,
+            alpha,
         }
     }
 
@@ -790,7 +801,7 @@ impl Inner {
                         hi = n.pairs[i].0.load(Mo::Relaxed);
                     }
                     let cnt = n.hint(i);
-                    win = window(k.prefix, lo, hi, cnt);
+                    win = window(&self.alpha, k.prefix, lo, hi, cnt);
                     prefetch_node(c, cnt, win);
                 }
                 // Validate before using `c`: a torn read may yield a slot that is
@@ -835,7 +846,7 @@ impl Inner {
     pub fn set_bucket_table_min_leaves(&self, leaves: usize) {
         self.buckets.min_leaves.store(leaves, Mo::Relaxed);
         let s = self.lock();
-        self.buckets.turn_on_if_large(s.root());
+        self.buckets.turn_on_if_large(s.root(), &self.alpha);
     }
 
     /// Takes the structure-modification mutex. Tries it for a while before
@@ -908,6 +919,7 @@ impl<'a> Smo<'a> {
     /// still locked by the caller (see [`Route::still_valid`]).
     pub fn insert(&mut self, sep: Sep, leaf: u64, g: &Guard) {
         let kb = sep.to_vec();
+        self.inner.alpha.learn(sep.prefix);
         let path = self.path(&SearchKey::new(&kb));
         // The bucket table entries to rewrite: those of the prefixes from the
         // new separator's to the next separator's (or the level-0 node's
@@ -977,7 +989,7 @@ impl<'a> Smo<'a> {
             // separators and leaves, whichever node holds them.)
             b.refresh(self.root(), span.0, span.1);
         } else {
-            b.turn_on_if_large(self.root());
+            b.turn_on_if_large(self.root(), &self.inner.alpha);
         }
     }
 
@@ -1138,14 +1150,14 @@ const _: () = assert!(PAIRS + KEYS * 16 <= std::mem::size_of::<Node>());
 /// round of misses for the rest). None (search all) for nodes barely larger
 /// than the window.
 #[inline]
-fn window(kp: u64, lo: u64, hi: u64, count: usize) -> Option<(usize, usize)> {
+fn window(alpha: &Alphabet, kp: u64, lo: u64, hi: u64, count: usize) -> Option<(usize, usize)> {
     let count = count.min(KEYS);
     if count <= WINDOW + 2 || hi <= lo {
         return None;
     }
     // In floating point: a 128-bit integer division is a library call
     // (`__udivti3`, 1 % of an update run's samples). The cast saturates.
-    let frac = kp.saturating_sub(lo) as f64 / ((hi - lo) as f64 + 1.0) * count as f64;
+    let frac = alpha.frac(kp, lo, hi) * count as f64;
     let a = (frac as usize)
         .saturating_sub(WINDOW / 2)
         .min(count - WINDOW);
@@ -1492,6 +1504,11 @@ mod tests {
     fn windows_stay_inside_the_node() {
         let n = Node::new(0);
         let base = &n as *const _ as usize;
+        // The raw guess, and one over a learned alphabet (hex digits).
+        let hex = Alphabet::new();
+        hex.learn(prefix_of(b"01234567"));
+        hex.learn(prefix_of(b"89abcdef"));
+        let alphas = [Alphabet::new(), hex];
         for count in [
             0,
             1,
@@ -1511,17 +1528,19 @@ mod tests {
                 (7, 9, 3),
                 (50, 10, 20),
             ] {
-                let w = window(kp, lo, hi, count);
-                if let Some((a, b)) = w {
-                    assert!(
-                        b <= KEYS && b - a == WINDOW,
-                        "{count} {kp} {lo} {hi}: {a}..{b}"
-                    );
-                } else {
-                    assert!(count.min(KEYS) <= WINDOW + 2 || hi <= lo);
+                for alpha in &alphas {
+                    let w = window(alpha, kp, lo, hi, count);
+                    if let Some((a, b)) = w {
+                        assert!(
+                            b <= KEYS && b - a == WINDOW,
+                            "{count} {kp} {lo} {hi}: {a}..{b}"
+                        );
+                    } else {
+                        assert!(count.min(KEYS) <= WINDOW + 2 || hi <= lo);
+                    }
+                    prefetch_node(base, count, w);
+                    prefetch_node(base, count, Some((200, 255)));
                 }
-                prefetch_node(base, count, w);
-                prefetch_node(base, count, Some((200, 255)));
             }
         }
     }
