@@ -296,18 +296,23 @@ fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
     // The path to the leaf of the bucket's first 8-byte key.
     let key = bs.to_be_bytes();
     let k = SearchKey::new(&key);
-    let mut path: Vec<(&Node, usize)> = Vec::with_capacity(8);
+    // A fixed array, not a vector: no allocation under the structure mutex
+    // (see `Fill`).
+    let mut path = Path {
+        nodes: [(root, 0); MAX_DEPTH],
+        len: 0,
+    };
     let mut n = root;
     loop {
         let i = n.bound(&k, false);
-        path.push((n, i));
+        path.push(n, i)?;
         if n.level == 0 {
             break;
         }
         // SAFETY: children of a live node above level 0 are live nodes.
         n = unsafe { &*n.kid(i) };
     }
-    let (mut n, mut i) = *path.last().expect("a path");
+    let (mut n, mut i) = path.last().expect("a path");
     let mut f = Fill::new(kid_units(n.child(i))?);
     loop {
         for j in i..n.count() {
@@ -326,7 +331,7 @@ fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
         // then down its leftmost children.
         path.pop();
         let (a, ai) = loop {
-            let Some(&(a, ai)) = path.last() else {
+            let Some((a, ai)) = path.last() else {
                 // This was the last level-0 node.
                 return Some(f);
             };
@@ -340,17 +345,45 @@ fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
             return Some(f);
         }
         let len8 = a.lens[ai].load(Mo::Relaxed) == 8;
-        path.last_mut().expect("an ancestor").1 = ai + 1;
+        path.pop();
+        path.push(a, ai + 1)?;
         let mut m = a;
         let mut c = ai + 1;
         while m.level > 0 {
             // SAFETY: children of a live node above level 0 are live nodes.
             m = unsafe { &*m.kid(c) };
-            path.push((m, 0));
+            path.push(m, 0)?;
             c = 0;
         }
         f.push(map.map(p)?, len8, m.child(0))?;
         (n, i) = (m, 0);
+    }
+}
+
+/// Levels a [`Path`] holds (a tree of 64-way nodes never gets near it; a
+/// deeper one only turns entries off).
+const MAX_DEPTH: usize = 16;
+
+/// The nodes from the root down to a level-0 node, with the child taken in
+/// each.
+struct Path<'a> {
+    nodes: [(&'a Node, usize); MAX_DEPTH],
+    len: usize,
+}
+
+impl<'a> Path<'a> {
+    fn push(&mut self, n: &'a Node, i: usize) -> Option<()> {
+        *self.nodes.get_mut(self.len)? = (n, i);
+        self.len += 1;
+        Some(())
+    }
+
+    fn pop(&mut self) {
+        self.len = self.len.saturating_sub(1);
+    }
+
+    fn last(&self) -> Option<(&'a Node, usize)> {
+        self.len.checked_sub(1).map(|j| self.nodes[j])
     }
 }
 
