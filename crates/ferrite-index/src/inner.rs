@@ -130,6 +130,17 @@ pub fn cmp_parts(ap: u64, al: u32, a: &[u8], bp: u64, bl: u32, b: &[u8]) -> Orde
     }
 }
 
+/// The separator right of the end of `path` (a root-to-level-0 path, each
+/// node with the child taken): the next one in the last node, else the
+/// nearest ancestor's right of the path (the upper fence of the nodes
+/// below it); None: the end of the key space.
+fn next_sep(path: &[(&Node, usize)]) -> Option<Vec<u8>> {
+    path.iter()
+        .rev()
+        .find(|(n, i)| *i < n.count())
+        .map(|(n, i)| n.sep_vec(*i))
+}
+
 /// A separator: the low key of the child to its right.
 #[derive(Clone)]
 pub struct Sep {
@@ -448,6 +459,16 @@ impl Node {
             i += 1;
         }
         i
+    }
+
+    /// Separator `i`'s bytes (a writer, or a reader of a validated node).
+    fn sep_vec(&self, i: usize) -> Vec<u8> {
+        let len = self.lens[i].load(Mo::Relaxed) as usize;
+        if len <= 8 {
+            self.pairs[i].0.load(Mo::Relaxed).to_be_bytes()[..len].to_vec()
+        } else {
+            self.full(i).to_vec()
+        }
     }
 
     fn sep(&self, i: usize) -> Sep {
@@ -924,15 +945,7 @@ impl<'a> Smo<'a> {
         // The bucket table entries to rewrite: those of the prefixes from the
         // new separator's to the next separator's (or the level-0 node's
         // upper fence): the range whose leaf changes.
-        let span = {
-            let &(n0, i0) = path.last().expect("non-empty path");
-            let next = if i0 < n0.count() {
-                n0.pairs[i0].0.load(Mo::Relaxed)
-            } else {
-                n0.hi.load(Mo::Relaxed)
-            };
-            (sep.prefix, next)
-        };
+        let span = self.inner.buckets.is_on().then(|| next_sep(&path));
         let mut held: Vec<(&Node, u64)> = Vec::with_capacity(path.len());
         let mut carry = Some((sep, leaf as usize));
         // A level-0 node split off here (its directory slots are filled once
@@ -987,7 +1000,7 @@ impl<'a> Smo<'a> {
         if b.is_on() {
             // (A level-0 node split changes no entry: entries list
             // separators and leaves, whichever node holds them.)
-            b.refresh(self.root(), span.0, span.1);
+            b.refresh(self.root(), &kb, span.flatten().as_deref());
         } else {
             b.turn_on_if_large(self.root(), &self.inner.alpha);
         }
@@ -1011,14 +1024,16 @@ impl<'a> Smo<'a> {
         }
         // The removed leaf's range, now its left neighbour's: from its low
         // key to the separator that now follows (or the node's upper fence).
-        let next = if i - 1 < n.count() {
-            n.pairs[i - 1].0.load(Mo::Relaxed)
-        } else {
-            n.hi.load(Mo::Relaxed)
-        };
         let b = &self.inner.buckets;
         b.leaves.fetch_sub(1, Mo::Relaxed);
-        b.refresh(self.root(), k.prefix, next);
+        if b.is_on() {
+            let next = if i - 1 < n.count() {
+                Some(n.sep_vec(i - 1))
+            } else {
+                next_sep(&path[..path.len() - 1])
+            };
+            b.refresh(self.root(), low, next.as_deref());
+        }
         true
     }
 

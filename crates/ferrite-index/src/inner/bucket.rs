@@ -45,7 +45,7 @@ use std::sync::OnceLock;
 use ferrite_pm::anon::HugeRegion;
 
 use super::alphabet::Alphabet;
-use super::keymap::KeyMap;
+use super::keymap::{KeyMap, Place};
 use super::{kid_units, vlock, Node, SearchKey, KID_SHIFT};
 
 /// Bits of a binary prefix below its bucket's.
@@ -146,8 +146,22 @@ impl Buckets {
     #[inline]
     pub(super) fn route(&self, k: &SearchKey<'_>) -> Option<(u64, &Entry, u64, usize)> {
         let (t, map) = self.entries()?;
-        // A key with a byte outside the table's alphabet has no bucket.
-        let x = map.map(k.prefix)?;
+        // A key with a byte outside the table's alphabet has no bucket, nor
+        // has a key without the skipped prefix, or with fewer than 8 bytes
+        // after it (such a key can sort below its bucket's first key, and a
+        // separator between the two would not be in the entry).
+        let c = map.skip().len();
+        if (k.len as usize) < c + 8 {
+            return None;
+        }
+        let x = if c == 0 {
+            map.map(k.prefix)?
+        } else {
+            match map.place(k.bytes) {
+                Place::In(w) => map.map(w)?,
+                _ => return None,
+            }
+        };
         let e = &t[(x >> map.shift()) as usize];
         let base = e as *const Entry as usize;
         crate::prefetch::lines(base, std::mem::size_of::<Entry>());
@@ -171,10 +185,10 @@ impl Buckets {
             if y < l {
                 i += 1;
             } else if y == l {
-                // The key's prefix is a separator's: an 8-byte key equals
-                // an 8-byte separator, and a separator is <= the keys of the
-                // leaf to its right.
-                if k.len == 8 && e.flags.load(Mo::Relaxed) & ALL8 != 0 {
+                // The key's prefix is a separator's: a key of the skipped
+                // prefix and 8 bytes equals such a separator, and a
+                // separator is <= the keys of the leaf to its right.
+                if k.len as usize == c + 8 && e.flags.load(Mo::Relaxed) & ALL8 != 0 {
                     i += 1;
                 } else {
                     return None;
@@ -211,7 +225,12 @@ impl Buckets {
         if self.is_on() || self.leaves.load(Mo::Relaxed) < min || root.level == 0 {
             return;
         }
-        let map = KeyMap::new(&alpha.symbols());
+        let skip = common_prefix(root);
+        let map = if skip.is_empty() {
+            KeyMap::new(&alpha.symbols())
+        } else {
+            KeyMap::with_skip(&symbols_after(root, &skip), &skip)
+        };
         let len = std::mem::size_of::<Entry>() << map.bits;
         let Ok(region) = HugeRegion::new(len) else {
             // No memory for the table: routes keep using the directory.
@@ -221,17 +240,28 @@ impl Buckets {
         // under each entry's lock: a reader sees an entry off, locked, or
         // filled from the tree as it is now.
         let _ = self.table.set(Table { region, map });
-        self.refresh(root, 0, u64::MAX);
+        if let Some((_, map)) = self.entries() {
+            self.fill(root, map.all_buckets());
+        }
     }
 
-    /// Rewrites the entries of the buckets of the prefixes `from..=to` from
-    /// the tree (the caller holds the structure mutex, or the tree is not yet
-    /// published; the nodes it changed are unlocked).
-    pub(super) fn refresh(&self, root: &Node, from: u64, to: u64) {
+    /// Rewrites the entries of the buckets of the keys `from..=to` (`to`
+    /// None: to the end) from the tree (the caller holds the structure mutex,
+    /// or the tree is not yet published; the nodes it changed are unlocked).
+    pub(super) fn refresh(&self, root: &Node, from: &[u8], to: Option<&[u8]>) {
+        let Some((_, map)) = self.entries() else {
+            return;
+        };
+        let z = to.map_or(u64::MAX, |k| map.mono_key(k));
+        self.fill(root, map.buckets_between(map.mono_key(from), z));
+    }
+
+    /// Rewrites the entries of buckets `bs` from the tree (as [`Self::refresh`]).
+    fn fill(&self, root: &Node, bs: std::ops::RangeInclusive<u64>) {
         let Some((t, map)) = self.entries() else {
             return;
         };
-        for b in map.buckets_of(from, to) {
+        for b in bs {
             let e = &t[b as usize];
             let f = fill_of(root, map, b);
             let v = vlock::lock(&e.lock).expect("entries are never obsolete");
@@ -293,9 +323,11 @@ impl Buckets {
 /// them), so an entry does not depend on where level-0 nodes split.
 fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
     let (bs, be) = map.range(b)?;
-    // The path to the leaf of the bucket's first 8-byte key.
-    let key = bs.to_be_bytes();
+    // The path to the leaf of the bucket's first key (the skipped prefix and
+    // 8 bytes).
+    let key = map.key_of(bs);
     let k = SearchKey::new(&key);
+    let whole = map.skip().len() + 8;
     // A fixed array, not a vector: no allocation under the structure mutex
     // (see `Fill`).
     let mut path = Path {
@@ -316,13 +348,17 @@ fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
     let mut f = Fill::new(kid_units(n.child(i))?);
     loop {
         for j in i..n.count() {
-            let p = n.pairs[j].0.load(Mo::Relaxed);
+            // Separators from the bucket's first key on: in the skipped
+            // prefix or above it.
+            let Place::In(p) = place_of(map, n, j) else {
+                return Some(f);
+            };
             if p > be {
                 return Some(f);
             }
             f.push(
                 map.map(p)?,
-                n.lens[j].load(Mo::Relaxed) == 8,
+                n.lens[j].load(Mo::Relaxed) as usize == whole,
                 n.child(j + 1),
             )?;
         }
@@ -340,11 +376,13 @@ fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
             }
             path.pop();
         };
-        let p = a.pairs[ai].0.load(Mo::Relaxed);
+        let Place::In(p) = place_of(map, a, ai) else {
+            return Some(f);
+        };
         if p > be {
             return Some(f);
         }
-        let len8 = a.lens[ai].load(Mo::Relaxed) == 8;
+        let len8 = a.lens[ai].load(Mo::Relaxed) as usize == whole;
         path.pop();
         path.push(a, ai + 1)?;
         let mut m = a;
@@ -358,6 +396,67 @@ fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
         f.push(map.map(p)?, len8, m.child(0))?;
         (n, i) = (m, 0);
     }
+}
+
+/// Where separator `j` of node `n` lies against the map's skipped prefix
+/// (the caller keeps the tree from changing).
+fn place_of(map: &KeyMap, n: &Node, j: usize) -> Place {
+    let p = n.pairs[j].0.load(Mo::Relaxed);
+    if map.skip().is_empty() {
+        return Place::In(p);
+    }
+    let len = n.lens[j].load(Mo::Relaxed) as usize;
+    if len <= 8 {
+        map.place(&p.to_be_bytes()[..len])
+    } else {
+        map.place(n.full(j))
+    }
+}
+
+/// The bytes every separator of the tree under `root` starts with: the
+/// common prefix of its first and last separators (the others lie between
+/// them). Empty for a tree without separators.
+fn common_prefix(root: &Node) -> Vec<u8> {
+    let edge = |last: bool| {
+        let mut n = root;
+        while n.level > 0 {
+            let i = if last { n.count() } else { 0 };
+            // SAFETY: children of a live node above level 0 are live nodes.
+            n = unsafe { &*n.kid(i) };
+        }
+        let c = n.count();
+        (c > 0).then(|| n.sep_vec(if last { c - 1 } else { 0 }))
+    };
+    match (edge(false), edge(true)) {
+        (Some(a), Some(z)) => {
+            let c = a.iter().zip(&z).take_while(|(x, y)| x == y).count();
+            a[..c].to_vec()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The byte values of the 8 bytes after `skip` of every separator under
+/// `root` that starts with it (zero padding included, as
+/// [`super::alphabet::Alphabet::learn`] counts it).
+fn symbols_after(root: &Node, skip: &[u8]) -> Vec<u8> {
+    let seen = super::alphabet::Alphabet::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        for j in 0..n.count() {
+            let s = n.sep_vec(j);
+            if let Some(rest) = s.strip_prefix(skip) {
+                seen.learn(super::prefix_of(rest));
+            }
+        }
+        if n.level > 0 {
+            for i in 0..=n.count() {
+                // SAFETY: children of a live node above level 0 are live nodes.
+                stack.push(unsafe { &*n.kid(i) });
+            }
+        }
+    }
+    seen.symbols()
 }
 
 /// Levels a [`Path`] holds (a tree of 64-way nodes never gets near it; a
@@ -687,5 +786,127 @@ mod tests {
         t.lock().check().unwrap();
         let keys: Vec<Vec<u8>> = (0..n).map(|i| k(i * step + 5)).collect();
         assert!(agree(&t, &keys) > keys.len() * 8 / 10);
+    }
+
+    /// Keys with a common prefix ("user" and hex digits, as YCSB's): the
+    /// table skips it and maps the bytes after it, so its entries answer most
+    /// lookups (without the skip, every key fell in two buckets and every
+    /// entry was off), and every answer is the root's — through splits,
+    /// separators without the prefix below and above the others, keys
+    /// without it or too short after it (they route another way) and
+    /// removals; `check` finds every entry exact.
+    #[test]
+    fn keys_with_a_common_prefix_are_bucketed_after_it() {
+        for len in [20usize, 64] {
+            let mut x = 7u64;
+            let mut key = || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let mut k = format!("user{x:016x}").into_bytes();
+                k.resize(len, b'k');
+                k
+            };
+            let n = 16_384;
+            let mut seps: Vec<Vec<u8>> = (0..n).map(|_| key()).collect();
+            seps.sort();
+            seps.dedup();
+            let t = Inner::build(
+                seps.iter()
+                    .enumerate()
+                    .map(|(i, s)| ((i > 0).then(|| Sep::from_key(s)), (i as u64 + 1) * UNIT))
+                    .collect(),
+            );
+            t.set_bucket_table_min_leaves(8192);
+            let map = t.buckets.entries().expect("a table").1;
+            assert_eq!(map.skip(), b"user");
+            t.lock().check().unwrap();
+            let inside: Vec<Vec<u8>> = (0..4 * n).map(|_| key()).collect();
+            let hits = agree(&t, &inside);
+            assert!(
+                hits > inside.len() * 9 / 10,
+                "{len}: {hits} of {}",
+                inside.len()
+            );
+            let mut keys = seps.clone();
+            // Splits, some by separators without the prefix, below and
+            // above the others.
+            let g = epoch::pin();
+            let mut next = seps.len() as u64 + 1;
+            let mut add = |t: &Inner, k: Vec<u8>, keys: &mut Vec<Vec<u8>>| {
+                t.lock().insert(Sep::from_key(&k), next * UNIT, &g);
+                next += 1;
+                keys.push(k);
+            };
+            for _ in 0..n / 2 {
+                let k = key();
+                if seps.binary_search(&k).is_err() {
+                    add(&t, k, &mut keys);
+                }
+            }
+            for k in [
+                &b"apple"[..],
+                b"usea-long-key-below",
+                b"zebra",
+                b"uses",
+                b"user",
+            ] {
+                add(&t, k.to_vec(), &mut keys);
+            }
+            t.lock().check().unwrap();
+            assert!(agree(&t, &inside) > inside.len() * 9 / 10);
+            // Keys without the prefix, the prefix alone, too short after it.
+            for k in [
+                &b"a"[..],
+                b"usea",
+                b"user",
+                b"user0",
+                b"user0123456",
+                b"userzzzzzzzzzzzz",
+                b"zz",
+            ] {
+                keys.push(k.to_vec());
+                assert!(
+                    t.buckets.route(&SearchKey::new(k)).is_none() || k.len() >= 12,
+                    "{k:?}"
+                );
+            }
+            agree(&t, &keys);
+            // Removals.
+            let removed = (1..seps.len())
+                .step_by(5)
+                .filter(|&i| t.lock().remove(&seps[i], (i as u64 + 1) * UNIT))
+                .count();
+            assert!(removed > seps.len() / 8, "{removed} removed");
+            t.lock().check().unwrap();
+            agree(&t, &keys);
+            assert!(agree(&t, &inside) > inside.len() * 9 / 10);
+        }
+    }
+
+    /// A key shorter than 8 bytes sorts below the first 8-byte key of its
+    /// bucket when its padded prefix is that key's: a separator between the
+    /// two ([0x12, 0x34, 0]) is not in the entry, so such a key routes
+    /// another way (the entry would give the leaf right of that separator).
+    #[test]
+    fn short_keys_at_a_buckets_start_route_another_way() {
+        let n = 16_384u64;
+        let step = u64::MAX / n;
+        let t = Inner::build(
+            (0..n)
+                .map(|i| ((i > 0).then(|| Sep::from_key(&k(i * step))), (i + 1) * UNIT))
+                .collect(),
+        );
+        t.set_bucket_table_min_leaves(8192);
+        let g = epoch::pin();
+        t.lock()
+            .insert(Sep::from_key(&[0x12, 0x34, 0]), (n + 1) * UNIT, &g);
+        t.lock().check().unwrap();
+        let short = [0x12u8, 0x34];
+        assert!(t.buckets.route(&SearchKey::new(&short)).is_none());
+        agree(
+            &t,
+            &[short.to_vec(), vec![0x12, 0x34, 0], vec![0x12, 0x34, 0, 0]],
+        );
     }
 }

@@ -47,6 +47,22 @@ pub(super) struct KeyMap {
     len: u32,
     /// Bits that select the bucket.
     pub(super) bits: u32,
+    /// Bytes skipped: the separators' common prefix when the table was built
+    /// (keys such as "user" and digits share one). Keys are mapped by the 8
+    /// bytes after it; a key that does not start with it has no bucket, and
+    /// sorts below or above every key that does ([`Place`]).
+    skip: Box<[u8]>,
+}
+
+/// Where a key lies against the map's skipped prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// Below every key that starts with it.
+    Below,
+    /// Starts with it: the 8 bytes after it (zero-padded, big-endian).
+    In(u64),
+    /// Above every key that starts with it.
+    Above,
 }
 
 impl KeyMap {
@@ -57,7 +73,65 @@ impl KeyMap {
             sym: [0; 256],
             len: 64,
             bits: IDENTITY_BITS,
+            skip: Box::default(),
         }
+    }
+
+    /// The map for keys that start with `skip`, made of `symbols` after it
+    /// (sorted, distinct byte values).
+    pub(super) fn with_skip(symbols: &[u8], skip: &[u8]) -> KeyMap {
+        let mut m = KeyMap::new(symbols);
+        m.skip = skip.into();
+        m
+    }
+
+    /// Bytes skipped before the mapped 8.
+    pub(super) fn skip(&self) -> &[u8] {
+        &self.skip
+    }
+
+    /// Where `key` lies against the skipped prefix.
+    #[inline]
+    pub(super) fn place(&self, key: &[u8]) -> Place {
+        let c = self.skip.len();
+        if c == 0 {
+            return Place::In(super::prefix_of(key));
+        }
+        let head = &key[..key.len().min(c)];
+        match head.cmp(&self.skip[..head.len()]) {
+            std::cmp::Ordering::Less => Place::Below,
+            std::cmp::Ordering::Greater => Place::Above,
+            // A proper prefix of the skipped bytes sorts below them.
+            std::cmp::Ordering::Equal if key.len() < c => Place::Below,
+            std::cmp::Ordering::Equal => Place::In(super::prefix_of(&key[c..])),
+        }
+    }
+
+    /// The largest mapped value.
+    fn max_mapped(&self) -> u64 {
+        if self.radix == 0 {
+            u64::MAX
+        } else {
+            self.radix.pow(8) - 1
+        }
+    }
+
+    /// A monotone map of every key into the mapped values ([`Self::mono`]
+    /// after the skipped prefix; keys below it first, above it last).
+    pub(super) fn mono_key(&self, key: &[u8]) -> u64 {
+        match self.place(key) {
+            Place::Below => 0,
+            Place::In(w) => self.mono(w),
+            Place::Above => self.max_mapped(),
+        }
+    }
+
+    /// The first key whose bytes after the skipped prefix are the raw prefix
+    /// `raw`: the skipped prefix and its 8 bytes.
+    pub(super) fn key_of(&self, raw: u64) -> Vec<u8> {
+        let mut k = self.skip.to_vec();
+        k.extend_from_slice(&raw.to_be_bytes());
+        k
     }
 
     /// The map for keys made of `symbols` (sorted, distinct byte values).
@@ -71,6 +145,7 @@ impl KeyMap {
             sym: [0; 256],
             len: 0,
             bits: MAPPED_BITS,
+            skip: Box::default(),
         };
         for (d, &b) in symbols.iter().enumerate() {
             m.digit[usize::from(b)] = d as u8;
@@ -174,17 +249,29 @@ impl KeyMap {
     }
 
     /// The buckets whose ranges meet the raw prefixes `from..=to`.
+    #[cfg(test)]
     pub(super) fn buckets_of(&self, from: u64, to: u64) -> std::ops::RangeInclusive<u64> {
+        self.buckets_between(self.mono(from), self.mono(to))
+    }
+
+    /// The buckets whose ranges meet the keys whose [`Self::mono_key`] values
+    /// lie in `a..=z`.
+    pub(super) fn buckets_between(&self, a: u64, z: u64) -> std::ops::RangeInclusive<u64> {
         let s = self.shift();
         let last = self.buckets() - 1;
         if self.radix == 0 {
-            return (from >> s)..=(to >> s);
+            return (a >> s)..=(z >> s);
         }
         // A prefix in bucket b's range maps (monotonely) into b or onto the
         // first value of b + 1.
-        let a = (self.mono(from) >> s).saturating_sub(1);
-        let z = (self.mono(to) >> s).min(last);
+        let a = (a >> s).saturating_sub(1);
+        let z = (z >> s).min(last);
         a.min(last)..=z
+    }
+
+    /// Every bucket in use.
+    pub(super) fn all_buckets(&self) -> std::ops::RangeInclusive<u64> {
+        0..=self.buckets() - 1
     }
 }
 
