@@ -325,7 +325,7 @@ def main():
     d = sys.argv[1]
     charts(d)
     fl, fnotes = floor(d)
-    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "fig9", "fig10", "table3"]
+    stems = [s for s in ["fig2", "fig4skew", "fig5", "fig7-k16", "fig7-k64", "prefix-k16", "fig9", "fig10", "table3"]
              if os.path.exists(os.path.join(d, s + ".json"))]
     print(f"# VLDB'22 figures: results in {d}\n")
     for n in fnotes:

@@ -93,6 +93,11 @@ for f in $FIGURES; do
                   bench "fig7-k$k" -k "$k" --benches lookup,insert --latency_sampling 0 \
                       --compare "$(compare ferrite $VAR_PEERS)"
               done ;;
+        # Beyond the paper (not in the default list): keys with a common
+        # prefix, "user" and 16 hex digits (YCSB's shape), through the
+        # var-key builds; lookups and inserts, as Fig. 7.
+        prefix) bench prefix-k16 -k 16 -f user --benches lookup,insert --latency_sampling 0 \
+                    --compare "$(compare ferrite $VAR_PEERS)" ;;
         # Fig. 9: PM bytes written per operation = cache lines flushed x 64,
         # with the peers' counting builds (their throughput is not reported:
         # the counter costs an atomic add per flush).
