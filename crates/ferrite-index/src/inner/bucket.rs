@@ -541,6 +541,54 @@ mod tests {
         hits
     }
 
+    /// A random text key (xorshift state `x`): `prefix`, 16 hex digits,
+    /// padded with `k` to `len` bytes.
+    fn text_key(x: &mut u64, prefix: &str, len: usize) -> Vec<u8> {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        let mut k = format!("{prefix}{:016x}", *x).into_bytes();
+        k.resize(len, b'k');
+        k
+    }
+
+    /// A tree of leaves separated by `n` random text keys (sorted, distinct;
+    /// returned), with the table on and exact.
+    fn text_tree(x: &mut u64, prefix: &str, len: usize, n: usize) -> (Inner, Vec<Vec<u8>>) {
+        let mut seps: Vec<Vec<u8>> = (0..n).map(|_| text_key(x, prefix, len)).collect();
+        seps.sort();
+        seps.dedup();
+        let t = Inner::build(
+            seps.iter()
+                .enumerate()
+                .map(|(i, s)| ((i > 0).then(|| Sep::from_key(s)), (i as u64 + 1) * UNIT))
+                .collect(),
+        );
+        t.set_bucket_table_min_leaves(8192);
+        assert!(t.buckets.is_on());
+        t.lock().check().unwrap();
+        (t, seps)
+    }
+
+    /// Removes every fifth leaf of a [`text_tree`]; the table stays exact,
+    /// agrees on `keys` and answers most of `inside`.
+    fn remove_fifth(t: &Inner, seps: &[Vec<u8>], keys: &[Vec<u8>], inside: &[Vec<u8>]) {
+        let removed = (1..seps.len())
+            .step_by(5)
+            .filter(|&i| t.lock().remove(&seps[i], (i as u64 + 1) * UNIT))
+            .count();
+        assert!(removed > seps.len() / 8, "{removed} removed");
+        t.lock().check().unwrap();
+        agree(t, keys);
+        answers_most(t, inside);
+    }
+
+    /// The table answers more than 9 in 10 of `keys` (each as the root does).
+    fn answers_most(t: &Inner, keys: &[Vec<u8>]) {
+        let hits = agree(t, keys);
+        assert!(hits > keys.len() * 9 / 10, "{hits} of {}", keys.len());
+    }
+
     /// A tree of 16,384 leaves spread over the prefix space, with the table
     /// from 8,192 leaves; what an entry answers is what the root answers, for
     /// keys inside leaves and keys equal to separators, through leaf splits
@@ -688,39 +736,17 @@ mod tests {
     fn text_keys_are_bucketed_over_their_alphabet() {
         for len in [16usize, 64] {
             let mut x = 42u64;
-            let mut hex = || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let mut k = format!("{x:016x}").into_bytes();
-                k.resize(len, b'k');
-                k
-            };
             let n = 16_384;
-            let mut seps: Vec<Vec<u8>> = (0..n).map(|_| hex()).collect();
-            seps.sort();
-            seps.dedup();
-            let t = Inner::build(
-                seps.iter()
-                    .enumerate()
-                    .map(|(i, s)| ((i > 0).then(|| Sep::from_key(s)), (i as u64 + 1) * UNIT))
-                    .collect(),
-            );
-            t.set_bucket_table_min_leaves(8192);
+            let (t, seps) = text_tree(&mut x, "", len, n);
+            let mut hex = || text_key(&mut x, "", len);
             let map = t.buckets.entries().expect("a table").1;
             assert_eq!(map.bits, super::super::keymap::MAPPED_BITS);
-            t.lock().check().unwrap();
             // Keys inside leaves (entries answer them) and keys equal to
             // separators (their prefix ties a long separator's: they route
             // another way).
             let inside: Vec<Vec<u8>> = (0..4 * n).map(|_| hex()).collect();
             let mut keys = seps.clone();
-            let hits = agree(&t, &inside);
-            assert!(
-                hits > inside.len() * 9 / 10,
-                "{len}: {hits} of {}",
-                inside.len()
-            );
+            answers_most(&t, &inside);
             // Splits: new leaves among the old ones.
             let g = epoch::pin();
             let mut next = seps.len() as u64 + 1;
@@ -734,7 +760,7 @@ mod tests {
             }
             t.lock().check().unwrap();
             agree(&t, &keys);
-            assert!(agree(&t, &inside) > inside.len() * 9 / 10);
+            answers_most(&t, &inside);
             // A separator with a byte outside the alphabet: its bucket's
             // entry goes off, and keys with such bytes have no bucket.
             let mut odd = seps[n / 2].clone();
@@ -747,15 +773,7 @@ mod tests {
             keys.push(odd);
             keys.push(near);
             agree(&t, &keys);
-            // Removals.
-            let removed = (1..seps.len())
-                .step_by(5)
-                .filter(|&i| t.lock().remove(&seps[i], (i as u64 + 1) * UNIT))
-                .count();
-            assert!(removed > seps.len() / 8, "{removed} removed");
-            t.lock().check().unwrap();
-            agree(&t, &keys);
-            assert!(agree(&t, &inside) > inside.len() * 9 / 10);
+            remove_fifth(&t, &seps, &keys, &inside);
         }
     }
 
@@ -799,35 +817,13 @@ mod tests {
     fn keys_with_a_common_prefix_are_bucketed_after_it() {
         for len in [20usize, 64] {
             let mut x = 7u64;
-            let mut key = || {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                let mut k = format!("user{x:016x}").into_bytes();
-                k.resize(len, b'k');
-                k
-            };
             let n = 16_384;
-            let mut seps: Vec<Vec<u8>> = (0..n).map(|_| key()).collect();
-            seps.sort();
-            seps.dedup();
-            let t = Inner::build(
-                seps.iter()
-                    .enumerate()
-                    .map(|(i, s)| ((i > 0).then(|| Sep::from_key(s)), (i as u64 + 1) * UNIT))
-                    .collect(),
-            );
-            t.set_bucket_table_min_leaves(8192);
+            let (t, seps) = text_tree(&mut x, "user", len, n);
+            let mut key = || text_key(&mut x, "user", len);
             let map = t.buckets.entries().expect("a table").1;
             assert_eq!(map.skip(), b"user");
-            t.lock().check().unwrap();
             let inside: Vec<Vec<u8>> = (0..4 * n).map(|_| key()).collect();
-            let hits = agree(&t, &inside);
-            assert!(
-                hits > inside.len() * 9 / 10,
-                "{len}: {hits} of {}",
-                inside.len()
-            );
+            answers_most(&t, &inside);
             let mut keys = seps.clone();
             // Splits, some by separators without the prefix, below and
             // above the others.
@@ -854,7 +850,7 @@ mod tests {
                 add(&t, k.to_vec(), &mut keys);
             }
             t.lock().check().unwrap();
-            assert!(agree(&t, &inside) > inside.len() * 9 / 10);
+            answers_most(&t, &inside);
             // Keys without the prefix, the prefix alone, too short after it.
             for k in [
                 &b"a"[..],
@@ -872,15 +868,7 @@ mod tests {
                 );
             }
             agree(&t, &keys);
-            // Removals.
-            let removed = (1..seps.len())
-                .step_by(5)
-                .filter(|&i| t.lock().remove(&seps[i], (i as u64 + 1) * UNIT))
-                .count();
-            assert!(removed > seps.len() / 8, "{removed} removed");
-            t.lock().check().unwrap();
-            agree(&t, &keys);
-            assert!(agree(&t, &inside) > inside.len() * 9 / 10);
+            remove_fifth(&t, &seps, &keys, &inside);
         }
     }
 
