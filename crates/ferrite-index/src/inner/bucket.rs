@@ -324,10 +324,15 @@ impl Buckets {
 fn fill_of(root: &Node, map: &KeyMap, b: u64) -> Option<Fill> {
     let (bs, be) = map.range(b)?;
     // The path to the leaf of the bucket's first key (the skipped prefix and
-    // 8 bytes).
-    let key = map.key_of(bs);
-    let k = SearchKey::new(&key);
-    let whole = map.skip().len() + 8;
+    // 8 bytes), built on the stack: no allocation under the structure mutex
+    // (see `Fill`). The skipped prefix is a separator's, so at most a key long.
+    let skip = map.skip();
+    let whole = skip.len() + 8;
+    let mut buf = [0u8; crate::MAX_KEY + 8];
+    let key = buf.get_mut(..whole)?;
+    key[..skip.len()].copy_from_slice(skip);
+    key[skip.len()..].copy_from_slice(&bs.to_be_bytes());
+    let k = SearchKey::new(key);
     // A fixed array, not a vector: no allocation under the structure mutex
     // (see `Fill`).
     let mut path = Path {

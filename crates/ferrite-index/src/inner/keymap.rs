@@ -126,14 +126,6 @@ impl KeyMap {
         }
     }
 
-    /// The first key whose bytes after the skipped prefix are the raw prefix
-    /// `raw`: the skipped prefix and its 8 bytes.
-    pub(super) fn key_of(&self, raw: u64) -> Vec<u8> {
-        let mut k = self.skip.to_vec();
-        k.extend_from_slice(&raw.to_be_bytes());
-        k
-    }
-
     /// The map for keys made of `symbols` (sorted, distinct byte values).
     pub(super) fn new(symbols: &[u8]) -> KeyMap {
         if !(MIN_SYMBOLS..=MAX_SYMBOLS).contains(&symbols.len()) {
