@@ -36,6 +36,9 @@ pub struct LoadStats {
 pub struct RunSpec {
     pub mix: OpMix,
     pub dist: Distribution,
+    /// Operations of the run, all workers together. Workers take them in
+    /// chunks of [`RunSpec::CHUNK`] from one counter until none are left
+    /// (PiBench gives each thread a fixed share instead; see [`run`]).
     pub ops: u64,
     pub threads: usize,
     pub scan_size: usize,
@@ -51,6 +54,11 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// Operations a worker takes from the run's counter at a time: the
+    /// workers end within one chunk of each other, and the shared counter is
+    /// touched once per 256 operations.
+    pub const CHUNK: u64 = 256;
+
     /// Default of [`RunSpec::check_every`]: 8 Mi answers (128 MiB) per worker,
     /// so a run of up to that many lookups and updates is checked after it
     /// ends (a check mid-run is paused out of its worker's window, but not out
@@ -129,6 +137,9 @@ pub struct RunStats {
     /// On-CPU seconds of the workers, summed (excludes time other processes
     /// had the CPU: the machine this runs on is shared).
     pub cpu_secs: f64,
+    /// Operations each worker did, in worker order (they take them from one
+    /// counter: a slower worker does fewer).
+    pub worker_ops: Vec<u64>,
 }
 
 /// Wrong answers of one run, found against [`KeySet`] (the keys loaded and
@@ -440,6 +451,16 @@ impl Pending {
 /// With `expected` (the keys the store must hold; keys of at least 8 bytes),
 /// every answer is checked against it ([`RunStats::wrong`]) and it is brought
 /// up to date with the run's successful inserts and removes afterwards.
+///
+/// The workers take the run's operations from one counter, [`RunSpec::CHUNK`]
+/// at a time, until all are taken, and the window runs from the first
+/// worker's start to the last one's end. PiBench gives each thread a fixed
+/// share instead, so a thread slowed by its core (on a shared machine, a core
+/// whose cache another tenant is using) stretches the window while the other
+/// threads, done, sit idle: measured here on 2026-12-03, a 2-thread lookup
+/// run of ROART's where one worker finished 0.6 s before the other, both on
+/// the CPU throughout. [`RunStats::worker_ops`] shows how the operations
+/// were shared.
 pub fn run(
     kv: &dyn OrderedKv,
     codec: &KeyCodec,
@@ -459,6 +480,8 @@ pub fn run(
         ));
     }
     let gen = IdGen::new(key_space, spec.dist);
+    // Operations handed out so far (in chunks of `RunSpec::CHUNK`).
+    let handed = AtomicU64::new(0);
     let counters: Vec<Padded> = (0..threads).map(|_| Padded::default()).collect();
     let barrier = Barrier::new(threads + 1);
     let failed = AtomicBool::new(false);
@@ -476,10 +499,10 @@ pub fn run(
     std::thread::scope(|s| {
         let mut handles = Vec::new();
         for t in 0..threads {
-            let quota =
-                spec.ops / threads as u64 + u64::from((t as u64) < spec.ops % threads as u64);
-            let (gen, counters, barrier, failed, first_err) =
-                (&gen, &counters, &barrier, &failed, &first_err);
+            // The most a worker can take (buffers are reserved for it).
+            let quota = spec.ops;
+            let (gen, counters, barrier, failed, first_err, handed) =
+                (&gen, &counters, &barrier, &failed, &first_err, &handed);
             let tx = tx.clone();
             handles.push(s.spawn(move || {
                 let _tx = tx; // dropped when this worker ends: the sampler sees it
@@ -506,7 +529,20 @@ pub fn run(
                 let before = persist::thread_stats();
                 let cpu0 = thread_cpu_secs();
                 let r: Result<()> = (|| {
-                    for i in 0..quota {
+                    // Operations are taken from the shared counter, a chunk at a
+                    // time, until none are left: a worker slowed by its core
+                    // (another tenant of the machine, a colder cache) takes
+                    // fewer, instead of stretching the window while the others
+                    // wait idle (PiBench's fixed shares).
+                    let (mut i, mut end) = (0u64, 0u64);
+                    loop {
+                        if i == end {
+                            let from = handed.fetch_add(RunSpec::CHUNK, Ordering::Relaxed);
+                            if from >= spec.ops {
+                                break;
+                            }
+                            end = i + RunSpec::CHUNK.min(spec.ops - from);
+                        }
                         if i % 256 == 255 {
                             counters[t].0.store(i, Ordering::Relaxed);
                             if failed.load(Ordering::Relaxed) {
@@ -605,6 +641,7 @@ pub fn run(
                             paused_cpu += thread_cpu_secs() - c0;
                             deadline = deadline.map(|x| x + d);
                         }
+                        i += 1;
                     }
                     Ok(())
                 })();
@@ -669,6 +706,7 @@ pub fn run(
             p.check(e, codec, spec.scan_size, check_scan_contents, &mut o);
         }
         st.ops += o.done;
+        st.worker_ops.push(o.done);
         for i in 0..5 {
             st.issued[i] += o.issued[i];
             st.succeeded[i] += o.succeeded[i];
@@ -860,6 +898,108 @@ mod tests {
         let c = KeyCodec::new(8, 8, "").unwrap();
         load(&kv, &c, n, 1, 1, &|_| {}).unwrap();
         (kv, c, AtomicU64::new(n))
+    }
+
+    /// A store whose lookups hold up the second thread that calls it, in its
+    /// first lookup, until the others have answered `release` lookups (or a
+    /// minute has passed, so that a broken split fails instead of hanging).
+    struct HoldsOneWorker {
+        kv: BTreeMapKv,
+        release: u64,
+        answered: std::sync::atomic::AtomicU64,
+        threads: Mutex<Vec<std::thread::ThreadId>>,
+        wake: std::sync::Condvar,
+    }
+
+    impl OrderedKv for HoldsOneWorker {
+        fn name(&self) -> &str {
+            "holds-one-worker"
+        }
+        fn get_into(&self, key: &[u8], out: &mut Vec<u8>) -> ferrite_kv::KvResult<bool> {
+            let me = std::thread::current().id();
+            let mut seen = self.threads.lock().unwrap();
+            if !seen.contains(&me) {
+                seen.push(me);
+                if seen.len() == 2 {
+                    let (_g, _) = self
+                        .wake
+                        .wait_timeout_while(seen, Duration::from_secs(60), |_| {
+                            self.answered.load(Ordering::Relaxed) < self.release
+                        })
+                        .unwrap();
+                }
+            } else {
+                drop(seen);
+            }
+            let r = self.kv.get_into(key, out);
+            if self.answered.fetch_add(1, Ordering::Relaxed) + 1 == self.release {
+                let _g = self.threads.lock().unwrap();
+                self.wake.notify_all();
+            }
+            r
+        }
+        fn insert(&self, k: &[u8], v: &[u8]) -> ferrite_kv::KvResult<bool> {
+            self.kv.insert(k, v)
+        }
+        fn update(&self, k: &[u8], v: &[u8]) -> ferrite_kv::KvResult<bool> {
+            self.kv.update(k, v)
+        }
+        fn upsert(&self, k: &[u8], v: &[u8]) -> ferrite_kv::KvResult<bool> {
+            self.kv.upsert(k, v)
+        }
+        fn remove(&self, k: &[u8]) -> ferrite_kv::KvResult<bool> {
+            self.kv.remove(k)
+        }
+        fn count(&self) -> usize {
+            self.kv.count()
+        }
+        fn scan(
+            &self,
+            start: &[u8],
+            n: usize,
+            f: &mut dyn FnMut(&[u8], &[u8]),
+        ) -> ferrite_kv::KvResult<usize> {
+            self.kv.scan(start, n, f)
+        }
+        fn write_batch(&self, b: &ferrite_kv::WriteBatch) -> ferrite_kv::KvResult<()> {
+            self.kv.write_batch(b)
+        }
+        fn cursor(&self) -> ferrite_kv::KvResult<Box<dyn ferrite_kv::KvCursor + '_>> {
+            self.kv.cursor()
+        }
+    }
+
+    /// A worker held up does not hold the run up: the other takes the
+    /// operations it would have done. With PiBench's fixed shares the held
+    /// worker would still owe about half of them when it is released
+    /// (checked against that split: this test then fails).
+    #[test]
+    fn a_held_up_worker_leaves_its_operations_to_the_other() {
+        let (kv, c, fresh) = loaded(5_000);
+        let ops = 20_000;
+        let kv = HoldsOneWorker {
+            kv,
+            release: ops - RunSpec::CHUNK,
+            answered: AtomicU64::new(0),
+            threads: Mutex::new(Vec::new()),
+            wake: std::sync::Condvar::new(),
+        };
+        let st = run(
+            &kv,
+            &c,
+            5_000,
+            &fresh,
+            &spec(OpMix::only(Op::Read), ops, 2),
+            None,
+        )
+        .unwrap();
+        assert_eq!(st.ops, ops);
+        assert_eq!(st.succeeded[0], ops);
+        let mut w = st.worker_ops.clone();
+        w.sort_unstable();
+        assert_eq!(w.iter().sum::<u64>(), ops);
+        // The held worker did its first chunk at most.
+        assert!(w[0] <= RunSpec::CHUNK, "{:?}", st.worker_ops);
     }
 
     #[test]

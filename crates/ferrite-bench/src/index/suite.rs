@@ -771,7 +771,8 @@ fn run_index(
             .with("hit_rate", st.succeeded.iter().sum::<u64>() as f64 / ops)
             .with("wrong", st.wrong_answers())
             .with("checked", expected.is_some())
-            .with("samples_mops", st.samples.clone());
+            .with("samples_mops", st.samples.clone())
+            .with("worker_ops", st.worker_ops.clone());
         if st.wrong_answers() > 0 {
             b = b
                 .with("wrong_values", st.wrong_values)
