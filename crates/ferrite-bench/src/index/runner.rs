@@ -906,7 +906,7 @@ mod tests {
     struct HoldsOneWorker {
         kv: BTreeMapKv,
         release: u64,
-        answered: std::sync::atomic::AtomicU64,
+        answered: AtomicU64,
         threads: Mutex<Vec<std::thread::ThreadId>>,
         wake: std::sync::Condvar,
     }
