@@ -19,24 +19,43 @@ use ferrite_kv::{OrderedKv, WriteBatch};
 /// Object name the crash workloads use.
 pub const CRASH_OBJECT: &str = "crash-index";
 
-/// Key `k` of a workload: 8-byte big-endian integers, or (variable mode) a mix
-/// of empty, short, 8-byte, 12-byte and 40-byte keys.
-pub fn crash_key(k: u64, variable: bool) -> Vec<u8> {
-    if !variable {
-        return (k * 7919).to_be_bytes().to_vec();
-    }
-    match k % 5 {
-        0 if k == 0 => Vec::new(),
-        0 => vec![(k >> 8) as u8, k as u8],
-        1 => (k * 7919).to_be_bytes().to_vec(),
-        2 => format!("key-{k:08}").into_bytes(),
-        3 => format!("a-rather-long-key-{k:012}-with-a-tail").into_bytes(),
-        _ => vec![0, 0, k as u8, 0, (k >> 8) as u8],
+/// The keys a workload uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    /// 8-byte big-endian integers.
+    Fixed,
+    /// A mix of empty, short, 8-byte, 12-byte, 40-byte and 20–27-byte keys.
+    Variable,
+    /// Mostly 17–24-byte keys (long entries, format version 2) beside 25–28-byte
+    /// ones with the same first 16 bytes (out of line) and 8-byte ones, on an
+    /// index tagged version 1 when the workload starts (so the retag before the
+    /// first long entry is inside the crash window too).
+    Long,
+}
+
+/// The common first 16 bytes of the workloads' long keys.
+const LONG_PREFIX: &str = "0123456789abcdef";
+
+/// Key `k` of a workload.
+pub fn crash_key(k: u64, keys: Keys) -> Vec<u8> {
+    match keys {
+        Keys::Fixed => (k * 7919).to_be_bytes().to_vec(),
+        Keys::Variable => match k % 6 {
+            0 if k == 0 => Vec::new(),
+            0 => vec![(k >> 8) as u8, k as u8],
+            1 => (k * 7919).to_be_bytes().to_vec(),
+            2 => format!("key-{k:08}").into_bytes(),
+            3 => format!("a-rather-long-key-{k:012}-with-a-tail").into_bytes(),
+            4 => format!("{LONG_PREFIX}{k:0w$}", w = 4 + (k % 8) as usize).into_bytes(),
+            _ => vec![0, 0, k as u8, 0, (k >> 8) as u8],
+        },
+        Keys::Long if k.is_multiple_of(5) => (k * 7919).to_be_bytes().to_vec(),
+        Keys::Long => format!("{LONG_PREFIX}{k:0w$}", w = 1 + (k % 12) as usize).into_bytes(),
     }
 }
 
-fn crash_value(version: u64, rng: &mut SplitMix, variable: bool) -> Vec<u8> {
-    let len = if variable {
+fn crash_value(version: u64, rng: &mut SplitMix, keys: Keys) -> Vec<u8> {
+    let len = if keys != Keys::Fixed {
         [0usize, 3, 8, 8, 20, 100, 900][rng.below(7) as usize]
     } else {
         8
@@ -53,12 +72,21 @@ pub fn crash_workload(
     cfg: &CrashConfig,
     pool: &Pool,
     j: &JournalHandle<Op>,
-    variable: bool,
+    keys: Keys,
 ) -> Result<(), String> {
     j.begin(Op::Setup);
-    let idx = FerriteIndex::open_or_create(pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
+    let mut idx = FerriteIndex::open_or_create(pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
+    if keys == Keys::Long {
+        drop(idx);
+        let id = pool
+            .object(CRASH_OBJECT, ferrite_index::INDEX_TYPE)
+            .map_err(|e| e.to_string())?;
+        pool.set_root(id, 2, ferrite_index::FORMAT_TAG_V1)
+            .map_err(|e| e.to_string())?;
+        idx = FerriteIndex::open_or_create(pool, CRASH_OBJECT).map_err(|e| e.to_string())?;
+    }
     j.ack();
-    drive(cfg, &idx, j, variable)
+    drive(cfg, &idx, j, keys)
 }
 
 /// Where the workload records its operations.
@@ -101,12 +129,19 @@ fn drive<'a>(
     cfg: &CrashConfig,
     idx: &FerriteIndex,
     j: impl Into<Recorder<'a>>,
-    variable: bool,
+    keys: Keys,
 ) -> Result<(), String> {
     let j: Recorder<'a> = j.into();
     let e = |e: ferrite_kv::KvError| e.to_string();
     let mut model = Model::new();
-    let mut rng = SplitMix(cfg.seed ^ if variable { 0xabcd } else { 0 });
+    let mut rng = SplitMix(
+        cfg.seed
+            ^ match keys {
+                Keys::Fixed => 0,
+                Keys::Variable => 0xabcd,
+                Keys::Long => 0x1234,
+            },
+    );
     let nkeys = 160u64;
     let mut sweep = 0u64;
     for i in 0..cfg.ops as u64 {
@@ -121,8 +156,8 @@ fn drive<'a>(
         } else {
             rng.below(nkeys)
         };
-        let key = crash_key(k, variable);
-        let value = crash_value(i + 1, &mut rng, variable);
+        let key = crash_key(k, keys);
+        let value = crash_value(i + 1, &mut rng, keys);
         let present = model.contains_key(&key);
         let (put_p, del_p) = match phase {
             0 => (80, 90),
@@ -182,11 +217,11 @@ fn drive<'a>(
         } else {
             let mut b = WriteBatch::new();
             for t in 0..2 + rng.below(3) {
-                let kk = crash_key((k + t * 13) % nkeys, variable);
+                let kk = crash_key((k + t * 13) % nkeys, keys);
                 if rng.below(3) == 0 {
                     b.delete(&kk);
                 } else {
-                    b.put(&kk, &crash_value(i * 8 + t + 1, &mut rng, variable));
+                    b.put(&kk, &crash_value(i * 8 + t + 1, &mut rng, keys));
                 }
             }
             let eff = Op::Batch(b.ops.clone());
@@ -245,17 +280,34 @@ pub fn index_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
     let mut r = explore(
         "index",
         &c,
-        move |p, j| crash_workload(&c1, p, j, false),
+        move |p, j| crash_workload(&c1, p, j, Keys::Fixed),
         crash_check,
     )?;
     let c2 = c.clone();
     r.absorb(explore(
         "index",
         &c,
-        move |p, j| crash_workload(&c2, p, j, true),
+        move |p, j| crash_workload(&c2, p, j, Keys::Variable),
         crash_check,
     )?);
     Ok(r)
+}
+
+/// The `index-long` target: long entries (keys of 17 to 24 bytes inline,
+/// format version 2) beside out-of-line keys that share their first 16 bytes,
+/// starting from an index tagged version 1.
+pub fn long_target(cfg: &CrashConfig) -> ferrite_pm::Result<CrashReport> {
+    let mut c = cfg.clone();
+    if cfg.ops == CrashConfig::default().ops {
+        c.ops = DEFAULT_OPS;
+    }
+    let c1 = c.clone();
+    explore(
+        "index-long",
+        &c,
+        move |p, j| crash_workload(&c1, p, j, Keys::Long),
+        crash_check,
+    )
 }
 
 /// The `index` crash target at its default configuration (>= 10,000 states).
@@ -265,7 +317,7 @@ mod tests {
 
     /// Runs the workload on a volatile pool and returns the index's structure
     /// counters (splits, unlinked leaves, merges), to show that it exercises all.
-    fn crash_workload_shape(cfg: &CrashConfig, variable: bool) -> Result<(u64, u64, u64), String> {
+    fn crash_workload_shape(cfg: &CrashConfig, keys: Keys) -> Result<(u64, u64, u64), String> {
         let pool = Pool::create_volatile(
             cfg.pool_size,
             &ferrite_pm::PoolOptions {
@@ -279,7 +331,7 @@ mod tests {
         if cfg.ops == CrashConfig::default().ops {
             c.ops = DEFAULT_OPS;
         }
-        drive(&c, &idx, &Recorder::None, variable)?;
+        drive(&c, &idx, &Recorder::None, keys)?;
         Ok(idx.structure_stats())
     }
 
@@ -332,12 +384,10 @@ mod tests {
 
     #[test]
     fn crash_workloads_split_unlink_and_merge_leaves() {
-        for var in [false, true] {
+        for keys in [Keys::Fixed, Keys::Variable, Keys::Long] {
             let (splits, unlinks, merges) =
-                crash_workload_shape(&CrashConfig::default(), var).unwrap();
-            eprintln!(
-                "variable={var}: {splits} splits, {unlinks} unlinked leaves, {merges} merges"
-            );
+                crash_workload_shape(&CrashConfig::default(), keys).unwrap();
+            eprintln!("{keys:?}: {splits} splits, {unlinks} unlinked leaves, {merges} merges");
             assert!(
                 splits >= 5 && unlinks >= 2 && merges >= 2,
                 "{splits} splits, {unlinks} unlinks, {merges} merges"

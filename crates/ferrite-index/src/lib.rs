@@ -34,7 +34,7 @@ pub use ferrite_kv::{BatchOp, KvCursor, KvError, KvResult, OrderedKv, WriteBatch
 /// The key fingerprint is part of the format (`docs/FORMAT.md`); tests that need
 /// keys of equal fingerprints use it.
 pub use leaf::fingerprint;
-pub use leaf::{FORMAT_TAG, FORMAT_VERSION, MAX_KEY, MAX_VALUE};
+pub use leaf::{FORMAT_TAG, FORMAT_TAG_V1, FORMAT_VERSION, MAX_KEY, MAX_VALUE};
 pub use tree::{
     BatchOpHook, FerriteIndex, IndexOptions, MemoryUsage, RebuildStats, SettleHook, INDEX_TYPE,
 };

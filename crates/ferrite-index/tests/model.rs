@@ -26,12 +26,15 @@ fn key(k: u16, variable: bool) -> Vec<u8> {
     if !variable {
         return (k as u64 * 2654435761 % 1_000_003).to_be_bytes().to_vec();
     }
-    match k % 6 {
+    match k % 7 {
         0 => vec![],
         1 => vec![(k >> 8) as u8, k as u8],
         2 => (k as u64).to_be_bytes().to_vec(),
         3 => format!("k{k:05}").into_bytes(),
         4 => format!("long-key-{k:07}-{}", "x".repeat((k % 50) as usize)).into_bytes(),
+        // 17 to 28 bytes with the same first 16: long entries (up to 24
+        // bytes) beside out-of-line keys they tie with on two words.
+        5 => format!("0123456789abcdef{k:0w$}", w = 1 + (k % 12) as usize).into_bytes(),
         _ => vec![0; 1 + (k % 12) as usize],
     }
 }

@@ -37,6 +37,9 @@ pub enum Tripwire {
     /// Index: a single-key write that overlapped a write batch is acknowledged
     /// without waiting for the batch's log to be retired.
     IndexBatchNoWait,
+    /// Index: an inserted long entry's line header is stored before the
+    /// entry's third key word (bytes 16..24 of the key).
+    IndexLongHeaderFirst,
     /// Raft list store: a group commit publishes the tail without writing
     /// the group's records back.
     RaftListSkipFlush,
@@ -75,7 +78,7 @@ pub enum Tripwire {
 }
 
 impl Tripwire {
-    pub const ALL: [Tripwire; 20] = [
+    pub const ALL: [Tripwire; 21] = [
         Tripwire::HeapNoLimbo,
         Tripwire::DirectoryStateFirst,
         Tripwire::LogSkipPayloadFlush,
@@ -84,6 +87,7 @@ impl Tripwire {
         Tripwire::ElfPublishBeforeFence,
         Tripwire::IndexSkipInsertFlush,
         Tripwire::IndexBatchNoWait,
+        Tripwire::IndexLongHeaderFirst,
         Tripwire::RaftListSkipFlush,
         Tripwire::RaftListPublishBeforeFence,
         Tripwire::RaftListCleanBeforeCommit,
@@ -108,6 +112,7 @@ impl Tripwire {
             Tripwire::ElfPublishBeforeFence => "elf.publish-before-fence",
             Tripwire::IndexSkipInsertFlush => "index.skip-insert-flush",
             Tripwire::IndexBatchNoWait => "index.batch-no-wait",
+            Tripwire::IndexLongHeaderFirst => "index.long-header-first",
             Tripwire::RaftListSkipFlush => "raft-list.skip-flush",
             Tripwire::RaftListPublishBeforeFence => "raft-list.publish-before-fence",
             Tripwire::RaftListCleanBeforeCommit => "raft-list.clean-before-commit",

@@ -440,6 +440,12 @@ static STRUCTURES: &[Structure] = &[
                 tripwire: Tripwire::IndexSkipInsertFlush,
             },
             CrashTest {
+                name: "index-long",
+                run: crash::index::long_target,
+                config: default_config,
+                tripwire: Tripwire::IndexLongHeaderFirst,
+            },
+            CrashTest {
                 name: "index-batch-race",
                 run: crash::index_race::target,
                 config: default_config,

@@ -92,6 +92,11 @@ fn index() {
 }
 
 #[test]
+fn index_long() {
+    passes("index-long", 10_000);
+}
+
+#[test]
 fn index_batch_race() {
     passes("index-batch-race", 1_000);
 }
@@ -139,6 +144,7 @@ fn every_target_is_in_this_suite() {
         "inplace",
         "elf",
         "index",
+        "index-long",
         "index-batch-race",
         "raft-list",
         "raft-btree",
@@ -159,6 +165,7 @@ fn tripwires_are_caught() {
         ("inplace", 120),
         ("elf", 300),
         ("index", 400),
+        ("index-long", 400),
         ("index-batch-race", 6),
         ("raft-list", 400),
         ("raft-btree", 400),

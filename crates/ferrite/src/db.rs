@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use ferrite_index::{FerriteIndex, IndexOptions, FORMAT_TAG, FORMAT_VERSION, INDEX_TYPE};
+use ferrite_index::{
+    FerriteIndex, IndexOptions, FORMAT_TAG, FORMAT_TAG_V1, FORMAT_VERSION, INDEX_TYPE,
+};
 use ferrite_pm::{Durability, Pool, PoolOptions};
 
 use crate::elf::ElfTable;
@@ -375,7 +377,8 @@ fn check_index_format(pool: &Pool, name: &str) -> Result<()> {
         return Ok(());
     }
     let tag = pool.root(id, 2);
-    if tag == FORMAT_TAG {
+    // Version 1 is read as it is (and retagged before its first long entry).
+    if tag == FORMAT_TAG || tag == FORMAT_TAG_V1 {
         return Ok(());
     }
     let what = format!("map {name:?}");

@@ -2160,10 +2160,18 @@ mod tests {
         let l = cell("wrong", "lookup", 1);
         let lost = l.extra["lost_keys"].as_u64().unwrap();
         assert!((300..=500).contains(&lost), "{lost} of 3000 lookups lost");
+        // Every scan of two records or more is wrong; a scan that starts at
+        // the last key returns one record, which reversed is right (about one
+        // scan in 3,000 here: which ones depends on how the workers share the
+        // run's operations).
         let s = cell("wrong", "scan", 2);
-        assert_eq!(
+        let (wrong, ops) = (
             s.extra["wrong_scans"].as_u64().unwrap(),
-            s.extra["ops"].as_u64().unwrap()
+            s.extra["ops"].as_u64().unwrap(),
+        );
+        assert!(
+            wrong <= ops && wrong * 100 >= ops * 99,
+            "{wrong} of {ops} scans wrong"
         );
         assert!(run
             .warnings

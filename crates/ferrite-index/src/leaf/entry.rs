@@ -5,9 +5,12 @@
 //! takes two adjacent slots of one line: the first holds the key's bytes 0..8
 //! and bytes 8..16 (or, for keys longer than 16 bytes, the offset of an
 //! out-of-line copy of the whole key), the second (a continuation) the key
-//! length and the value word. A value of at most 8 bytes is stored in its word
-//! ([`pack_inline`]), a longer one in an out-of-line block whose offset the word
-//! holds. An out-of-line block is an 8-byte length followed by the bytes.
+//! length and the value word. A *long* entry (format version 2: a key of 17 to
+//! 24 bytes) takes all three slots of a line, the third holding the key's bytes
+//! 16..24, so such keys need no block. A value of at most 8 bytes is stored in
+//! its word ([`pack_inline`]), a longer one in an out-of-line block whose
+//! offset the word holds. An out-of-line block is an 8-byte length followed by
+//! the bytes.
 //!
 //! Invariants relied on: an entry's words are written before the header bits
 //! that validate it, and both lie in one cache line ([`write_entry`] leaves the
@@ -36,8 +39,9 @@ impl Enc {
     }
 }
 
-/// An entry as stored: narrow (key of at most 8 bytes, one slot) or wide (two
-/// adjacent slots of one line, see [`KCODE_WIDE`]).
+/// An entry as stored: narrow (key of at most 8 bytes, one slot), wide (two
+/// adjacent slots of one line, see [`KCODE_WIDE`]) or long (a whole line, see
+/// [`KCODE_LONG`]).
 #[derive(Clone, Copy)]
 pub(crate) struct Raw {
     /// First slot.
@@ -47,27 +51,59 @@ pub(crate) struct Raw {
     pub(crate) fp: u8,
     /// Key bytes 0..8, big-endian, zero-padded.
     pub(crate) kw: u64,
-    /// Wide keys: bytes 8..16, or the offset of the whole key when it is longer
-    /// than 16 bytes.
+    /// Wide and long keys: bytes 8..16; for a wide key longer than 16 bytes,
+    /// the offset of the whole key.
     pub(crate) k2: u64,
+    /// Long keys: bytes 16..24 (0 otherwise).
+    pub(crate) k3: u64,
     pub(crate) klen: u32,
     pub(crate) vw: u64,
 }
 
 impl Raw {
+    /// Key longer than 8 bytes (a wide or long entry).
     #[inline]
     pub(crate) fn wide(&self) -> bool {
-        kcode(self.d) == KCODE_WIDE
+        self.span() > 1
     }
+    /// Slots the entry takes ([`span_of`]).
+    #[inline]
+    pub(crate) fn span(&self) -> usize {
+        span_of(self.d)
+    }
+    /// The key is in an out-of-line block (`k2` is its offset).
     #[inline]
     pub(crate) fn key_ool(&self) -> bool {
-        self.klen as usize > WIDE_INLINE_MAX
+        kcode(self.d) == KCODE_WIDE && self.klen as usize > WIDE_INLINE_MAX
+    }
+    /// Whether the entry's key is `key`, given that its first word and length
+    /// match; None when only the out-of-line copy can tell.
+    #[inline]
+    pub(crate) fn rest_eq(&self, key: &[u8]) -> Option<bool> {
+        match kcode(self.d) {
+            KCODE_WIDE if self.key_ool() => None,
+            KCODE_WIDE => Some(self.k2 == suffix_of(key)),
+            KCODE_LONG => Some(self.k2 == suffix_of(key) && self.k3 == third_of(key)),
+            _ => Some(true),
+        }
+    }
+    /// The key's bytes when it is inline (`buf` holds them); None for an
+    /// out-of-line key.
+    #[inline]
+    pub(crate) fn inline_key<'a>(&self, buf: &'a mut KeyBuf) -> Option<&'a [u8]> {
+        if self.key_ool() || self.klen as usize > LONG_INLINE_MAX {
+            return None;
+        }
+        buf[..8].copy_from_slice(&self.kw.to_be_bytes());
+        buf[8..16].copy_from_slice(&self.k2.to_be_bytes());
+        buf[16..].copy_from_slice(&self.k3.to_be_bytes());
+        Some(&buf[..self.klen as usize])
     }
     #[inline]
     pub(crate) fn val_ool(&self) -> bool {
         vcode(self.d) == CODE_OOL
     }
-    /// Slot holding the value word.
+    /// Slot holding the value word (the second of a wide or long entry).
     #[inline]
     pub(crate) fn vslot(&self) -> usize {
         if self.wide() {
@@ -83,6 +119,9 @@ impl Raw {
         (self.kw, second, self.klen)
     }
 }
+
+/// A buffer for an inline key's bytes ([`Raw::inline_key`]).
+pub(crate) type KeyBuf = [u8; LONG_INLINE_MAX];
 
 /// The entry whose first slot is `slot` under headers `h`; None for a
 /// continuation slot, a torn optimistic read or corruption.
@@ -102,19 +141,27 @@ pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
             fp,
             kw: lf.key_word(slot),
             k2: 0,
+            k3: 0,
             klen: kc as u32,
             vw: lf.val_word(slot),
         });
     }
-    if kc != KCODE_WIDE
-        || s + 1 >= PER_LINE
-        || hdr_valid(h[l]) & (2 << s) == 0
-        || hdr_desc(h[l], s + 1) != DESC_CONT
+    let span = span_of(d);
+    let want = ((1u32 << span) - 1) << s;
+    if span == 1
+        || s + span > PER_LINE
+        || hdr_valid(h[l]) & want != want
+        || (1..span).any(|i| hdr_desc(h[l], s + i) != DESC_CONT)
     {
         return None;
     }
     let klen = lf.key_word(slot + 1);
-    if klen <= INLINE_MAX as u64 || klen > MAX_KEY as u64 {
+    let (lo, hi) = if span == 3 {
+        (WIDE_INLINE_MAX, LONG_INLINE_MAX)
+    } else {
+        (INLINE_MAX, MAX_KEY)
+    };
+    if klen <= lo as u64 || klen > hi as u64 {
         return None;
     }
     Some(Raw {
@@ -123,6 +170,7 @@ pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
         fp,
         kw: lf.key_word(slot),
         k2: lf.val_word(slot),
+        k3: if span == 3 { lf.key_word(slot + 2) } else { 0 },
         klen: klen as u32,
         vw: lf.val_word(slot + 1),
     })
@@ -134,14 +182,22 @@ pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
 pub(crate) fn write_entry(lf: Leaf, h: &mut [u64; LINES], slot: usize, r: &Raw) {
     let (l, s) = (slot / PER_LINE, slot % PER_LINE);
     lf.set_key_word(slot, r.kw);
-    if r.wide() {
-        lf.set_val_word(slot, r.k2);
-        lf.set_key_word(slot + 1, r.klen as u64);
-        lf.set_val_word(slot + 1, r.vw);
-        h[l] = hdr_set(hdr_set(h[l], s, r.d, r.fp), s + 1, DESC_CONT, r.fp);
-    } else {
+    let span = r.span();
+    if span == 1 {
         lf.set_val_word(slot, r.vw);
         h[l] = hdr_set(h[l], s, r.d, r.fp);
+        return;
+    }
+    lf.set_val_word(slot, r.k2);
+    lf.set_key_word(slot + 1, r.klen as u64);
+    lf.set_val_word(slot + 1, r.vw);
+    if span == 3 {
+        lf.set_key_word(slot + 2, r.k3);
+        lf.set_val_word(slot + 2, 0);
+    }
+    h[l] = hdr_set(h[l], s, r.d, r.fp);
+    for i in 1..span {
+        h[l] = hdr_set(h[l], s + i, DESC_CONT, r.fp);
     }
 }
 
@@ -153,7 +209,8 @@ pub(crate) fn is_primary(h: &[u64; LINES], slot: usize) -> bool {
 }
 
 /// Byte order of two keys given by their comparison words; `fa`, `fb` are the
-/// full keys, read only when both are longer than 16 bytes.
+/// full keys, read only when both are longer than 16 bytes (the bytes of a
+/// long entry's key, or an out-of-line key).
 #[inline]
 pub(crate) fn cmp_words(
     a: (u64, u64, u32),
@@ -236,17 +293,19 @@ impl Blocks<'_> {
     /// A new entry for `key` and `value` (blocks written and flushed, not fenced).
     pub(crate) fn encode_entry(&self, key: &[u8], value: &[u8], fp: u8) -> KvResult<Raw> {
         let (kw, klen) = (prefix_of(key), key.len() as u32);
-        let (kcode_, k2) = if key.len() <= INLINE_MAX {
-            (key.len() as u8, 0)
+        let (kcode_, k2, k3) = if key.len() <= INLINE_MAX {
+            (key.len() as u8, 0, 0)
         } else if key.len() <= WIDE_INLINE_MAX {
-            (KCODE_WIDE, suffix_of(key))
+            (KCODE_WIDE, suffix_of(key), 0)
+        } else if key.len() <= LONG_INLINE_MAX {
+            (KCODE_LONG, suffix_of(key), third_of(key))
         } else {
-            (KCODE_WIDE, self.write_block(key)?)
+            (KCODE_WIDE, self.write_block(key)?, 0)
         };
         let ve = match self.encode_value(value) {
             Ok(v) => v,
             Err(e) => {
-                if key.len() > WIDE_INLINE_MAX {
+                if key.len() > LONG_INLINE_MAX {
                     self.discard(&[k2]);
                 }
                 return Err(e);
@@ -258,6 +317,7 @@ impl Blocks<'_> {
             fp,
             kw,
             k2,
+            k3,
             klen,
             vw: ve.word,
         })

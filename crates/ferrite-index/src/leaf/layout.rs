@@ -22,10 +22,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// On-PM format version of index leaves and the batch log.
-pub const FORMAT_VERSION: u64 = 1;
+/// On-PM format version of index leaves and the batch log that this build
+/// writes. Version 2 added *long* entries ([`KCODE_LONG`]); everything else is
+/// as in version 1, which this build also reads (see [`FORMAT_TAG_V1`]).
+pub const FORMAT_VERSION: u64 = 2;
 /// Root word 2 of an index object: identifies the format.
 pub const FORMAT_TAG: u64 = 0x4645_4958_0000_0000 | FORMAT_VERSION; // "FEIX" + version
+/// The tag of a version-1 index. This build opens it as it is and rewrites the
+/// tag to [`FORMAT_TAG`] before it writes the first long entry, so a build
+/// that reads only version 1 refuses the pool from then on instead of
+/// misreading it.
+pub const FORMAT_TAG_V1: u64 = 0x4645_4958_0000_0001;
 
 /// Longest key the index accepts, in bytes. Part of the format: recovery and
 /// the batch log's decoder reject longer lengths as corrupt.
@@ -44,7 +51,9 @@ pub const LEAF_SIZE: usize = LINES * 64;
 /// Words per line.
 pub const LINE_WORDS: usize = 8;
 /// Last word of the last line: identifies a leaf.
-pub const LEAF_MAGIC: u64 = 0x4C46_4145_4C45_0000 | FORMAT_VERSION; // "..ELEAF" + version
+/// Unchanged since version 1 (version 2 leaves differ only in the entries they
+/// may hold).
+pub const LEAF_MAGIC: u64 = 0x4C46_4145_4C45_0001; // "..ELEAF" + 1
 
 /// Word index of the next-leaf offset.
 pub const W_NEXT: usize = 7;
@@ -70,8 +79,30 @@ pub const CODE_OOL: u8 = 15;
 pub const KCODE_WIDE: u8 = 9;
 /// Descriptor of a continuation slot.
 pub const DESC_CONT: u8 = 10;
-/// Keys up to this length are stored entirely inline.
+/// Wide keys up to this length are stored entirely inline.
 pub const WIDE_INLINE_MAX: usize = 16;
+/// Key code of a *long* entry (format version 2): a key of 17 to
+/// [`LONG_INLINE_MAX`] bytes held entirely inline in all three slots of one
+/// line. Slot 0 holds the key's bytes 0..8 (key word) and 8..16 (value word),
+/// slot 1 (continuation) the key length (key word) and the value word, slot 2
+/// (continuation) the key's bytes 16..24 (key word, big-endian, zero-padded)
+/// and 0. The three validity bits are set and cleared by one header store, as
+/// a wide entry's two.
+pub const KCODE_LONG: u8 = 11;
+/// Longest key a long entry holds; longer keys are wide entries with an
+/// out-of-line copy.
+pub const LONG_INLINE_MAX: usize = 24;
+
+/// Slots an entry whose first slot has descriptor `d` takes: 1 (narrow), 2
+/// (wide) or 3 (long).
+#[inline]
+pub fn span_of(d: u8) -> usize {
+    match kcode(d) {
+        KCODE_WIDE => 2,
+        KCODE_LONG => 3,
+        _ => 1,
+    }
+}
 
 /// Pending-move word: bit 63 set, old slot in bits 0..8, new slot in bits 8..16.
 pub const PENDING_MARK: u64 = 1 << 63;
@@ -255,44 +286,60 @@ pub fn fingerprint(key: &[u8]) -> u8 {
     (h.wrapping_mul(M) >> 56) as u8
 }
 
-/// Bytes 8..16 of a key as a big-endian integer, zero-padded (the second
-/// comparison word of a wide key).
+/// Bytes `8 * i .. 8 * i + 8` of a key as a big-endian integer, zero-padded.
 #[inline]
-pub fn suffix_of(key: &[u8]) -> u64 {
+fn word_of(key: &[u8], i: usize) -> u64 {
     let mut b = [0u8; 8];
-    if key.len() > 8 {
-        let n = (key.len() - 8).min(8);
-        b[..n].copy_from_slice(&key[8..8 + n]);
+    if key.len() > 8 * i {
+        let n = (key.len() - 8 * i).min(8);
+        b[..n].copy_from_slice(&key[8 * i..8 * i + n]);
     }
     u64::from_be_bytes(b)
 }
 
-/// A free place for an entry in headers `h`: any free slot for a narrow entry,
-/// two adjacent free slots of one line for a wide one.
+/// Bytes 8..16 of a key as a big-endian integer, zero-padded (the second
+/// comparison word of a wide key).
 #[inline]
-pub fn find_space(h: &[u64; LINES], wide: bool) -> Option<usize> {
+pub fn suffix_of(key: &[u8]) -> u64 {
+    word_of(key, 1)
+}
+
+/// Bytes 16..24 of a key as a big-endian integer, zero-padded (the third word
+/// of a long entry).
+#[inline]
+pub fn third_of(key: &[u8]) -> u64 {
+    word_of(key, 2)
+}
+
+/// A free place for an entry of `span` slots ([`span_of`]) in headers `h`: any
+/// free slot for a narrow entry, two adjacent free slots of one line for a
+/// wide one, a free line for a long one.
+#[inline]
+pub fn find_space(h: &[u64; LINES], span: usize) -> Option<usize> {
+    let want = (1u32 << span) - 1;
     for (l, &x) in h.iter().enumerate() {
         let free = !hdr_valid(x) & 7;
-        if wide {
-            for s in 0..PER_LINE - 1 {
-                if free & (3 << s) == 3 << s {
-                    return Some(l * PER_LINE + s);
-                }
+        if span == 1 {
+            if free != 0 {
+                return Some(l * PER_LINE + free.trailing_zeros() as usize);
             }
-        } else if free != 0 {
-            return Some(l * PER_LINE + free.trailing_zeros() as usize);
+            continue;
+        }
+        for s in 0..=PER_LINE - span {
+            if free & (want << s) == want << s {
+                return Some(l * PER_LINE + s);
+            }
         }
     }
     None
 }
 
-/// Headers `h` with the entry at `slot` (two slots when `wide`) invalid.
+/// Headers `h` with the entry of `span` slots at `slot` invalid.
 #[inline]
-pub fn clear_entry(h: &mut [u64; LINES], slot: usize, wide: bool) {
+pub fn clear_entry(h: &mut [u64; LINES], slot: usize, span: usize) {
     let (l, s) = (slot / PER_LINE, slot % PER_LINE);
-    h[l] = hdr_clear(h[l], s);
-    if wide {
-        h[l] = hdr_clear(h[l], s + 1);
+    for x in s..s + span {
+        h[l] = hdr_clear(h[l], x);
     }
 }
 

@@ -37,7 +37,7 @@ impl FerriteIndex {
             self.sort_raw(&raws, &mut order).ok_or("bad key block")?;
             for &(_, i) in &order {
                 let r = raws[i];
-                let mut kb = [0u8; 16];
+                let mut kb = crate::leaf::KeyBuf::default();
                 let k = self.raw_key(&r, &mut kb).ok_or("bad key")?;
                 if let Some(prev) = &last {
                     if prev.as_slice() >= k {
@@ -45,6 +45,11 @@ impl FerriteIndex {
                     }
                 }
                 last = Some(k.to_vec());
+                if r.span() == 3 && !self.tagged_v2() {
+                    return Err(format!(
+                        "leaf {off:#x} holds a long entry but the index is tagged format version 1"
+                    ));
+                }
                 if r.key_ool() {
                     blocks.push((r.k2, bs(r.k2)));
                 }

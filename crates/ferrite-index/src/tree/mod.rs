@@ -41,6 +41,8 @@ mod batch;
 mod check;
 mod cursor;
 mod kv;
+#[cfg(test)]
+mod long_tests;
 mod read;
 mod reclaim;
 mod recovery;
@@ -145,6 +147,9 @@ pub struct FerriteIndex {
     merges: AtomicUsize,
     /// Whether deletes merge sparse leaves (see [`Self::set_leaf_merging`]).
     merging: AtomicBool,
+    /// Whether the object's tag says format version 2 (a version-1 index is
+    /// retagged before its first long entry: [`Self::allow_long_entries`]).
+    v2: AtomicBool,
     reclaim: Arc<Reclaim>,
     rebuild: RebuildStats,
     hooks: TestHooks,
@@ -194,6 +199,12 @@ impl FerriteIndex {
         Self::open_with(pool, name, &IndexOptions::default())
     }
 
+    /// Whether the object's format tag in the pool says version 2 (what
+    /// [`Self::check_structure`] requires of an index with long entries).
+    pub(super) fn tagged_v2(&self) -> bool {
+        self.pool.root(self.id, R_FORMAT) == FORMAT_TAG
+    }
+
     /// The same code in DRAM without write-backs or fences, on a volatile pool of
     /// `capacity` bytes.
     pub fn volatile(capacity: u64) -> KvResult<FerriteIndex> {
@@ -211,10 +222,10 @@ impl FerriteIndex {
         let (id, _) = pool.open_or_create_object(name, INDEX_TYPE).map_err(pm)?;
         let head = pool.root(id, R_HEAD);
         let log = pool.root(id, R_LOG);
-        if head != 0 && pool.root(id, R_FORMAT) != FORMAT_TAG {
+        let tag = pool.root(id, R_FORMAT);
+        if head != 0 && tag != FORMAT_TAG && tag != FORMAT_TAG_V1 {
             return Err(KvError::Backend(format!(
-                "index {name}: unsupported format tag {:#x} (this build reads {FORMAT_TAG:#x})",
-                pool.root(id, R_FORMAT)
+                "index {name}: unsupported format tag {tag:#x} (this build reads {FORMAT_TAG_V1:#x} and {FORMAT_TAG:#x})"
             )));
         }
         let durable = !opts.no_persist;
@@ -239,6 +250,7 @@ impl FerriteIndex {
             unlinks: AtomicUsize::new(0),
             merges: AtomicUsize::new(0),
             merging: AtomicBool::new(true),
+            v2: AtomicBool::new(head == 0 || tag == FORMAT_TAG),
             reclaim: Arc::new(Reclaim::default()),
             rebuild: RebuildStats::default(),
             hooks: TestHooks::default(),

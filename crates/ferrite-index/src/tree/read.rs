@@ -112,17 +112,16 @@ impl FerriteIndex {
                 if r.klen != sk.len || r.kw != sk.prefix {
                     continue;
                 }
-                let eq = if !r.wide() {
-                    true
-                } else if !r.key_ool() {
-                    r.k2 == suffix_of(key)
-                } else {
-                    // Dereference only words of a consistent version: the block
-                    // is then live until our epoch ends.
-                    if !self.validate(lf, v) {
-                        continue 'retry;
+                let eq = match r.rest_eq(key) {
+                    Some(eq) => eq,
+                    None => {
+                        // Dereference only words of a consistent version: the
+                        // block is then live until our epoch ends.
+                        if !self.validate(lf, v) {
+                            continue 'retry;
+                        }
+                        self.ool(r.k2).is_some_and(|b| b == key)
                     }
-                    self.ool(r.k2).is_some_and(|b| b == key)
                 };
                 if eq {
                     hit = Some(r);
@@ -211,14 +210,12 @@ impl FerriteIndex {
 
     /// Key bytes of a validated entry; `buf` holds inline bytes.
     #[inline]
-    pub(super) fn raw_key<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 16]) -> Option<&'a [u8]> {
+    pub(super) fn raw_key<'a>(&'a self, r: &Raw, buf: &'a mut KeyBuf) -> Option<&'a [u8]> {
         if r.key_ool() {
             let b = self.ool(r.k2)?;
             return (b.len() == r.klen as usize).then_some(b);
         }
-        buf[..8].copy_from_slice(&r.kw.to_be_bytes());
-        buf[8..].copy_from_slice(&r.k2.to_be_bytes());
-        Some(&buf[..r.klen as usize])
+        r.inline_key(buf)
     }
 
     pub(super) fn raw_value<'a>(&'a self, r: &Raw, buf: &'a mut [u8; 8]) -> Option<&'a [u8]> {
@@ -244,16 +241,6 @@ impl FerriteIndex {
         Some(r.sort_words(second))
     }
 
-    /// Full key of an entry longer than 16 bytes (for ties of comparison words).
-    #[inline]
-    pub(super) fn long_key(&self, r: &Raw) -> &[u8] {
-        if r.key_ool() {
-            self.ool(r.k2).unwrap_or(&[])
-        } else {
-            &[]
-        }
-    }
-
     /// Sorts validated raw entries by key into `order` as (words, index).
     pub(super) fn sort_raw(
         &self,
@@ -263,20 +250,25 @@ impl FerriteIndex {
         order.clear();
         let mut any_long = false;
         for (i, r) in raws.iter().enumerate() {
-            any_long |= r.key_ool();
+            any_long |= r.klen as usize > WIDE_INLINE_MAX;
             order.push((self.raw_words(r)?, i));
         }
         if !any_long {
             order.sort_unstable_by_key(|o| o.0);
             return Some(());
         }
+        // Ties of the first two words between keys longer than 16 bytes need
+        // the whole keys (a long entry's bytes, or an out-of-line copy).
         order.sort_unstable_by(|a, b| {
-            cmp_words(
-                a.0,
-                b.0,
-                self.long_key(&raws[a.1]),
-                self.long_key(&raws[b.1]),
-            )
+            (a.0 .0, a.0 .1).cmp(&(b.0 .0, b.0 .1)).then_with(|| {
+                let (mut ba, mut bb) = (KeyBuf::default(), KeyBuf::default());
+                cmp_words(
+                    a.0,
+                    b.0,
+                    self.raw_key(&raws[a.1], &mut ba).unwrap_or(&[]),
+                    self.raw_key(&raws[b.1], &mut bb).unwrap_or(&[]),
+                )
+            })
         });
         Some(())
     }

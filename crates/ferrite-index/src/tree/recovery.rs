@@ -26,23 +26,39 @@ pub(super) struct Recovered {
     pub(super) unlinked: u64,
 }
 
-/// A valid entry seen by recovery: its first slot, whether it is wide, its
-/// comparison words and (keys longer than 16 bytes) the whole key.
+/// A valid entry seen by recovery: its first slot, its slots ([`span_of`]),
+/// its comparison words and (keys longer than 16 bytes) the whole key.
 struct RecKey<'p> {
     slot: usize,
-    wide: bool,
+    span: usize,
     w: (u64, u64, u32),
-    full: &'p [u8],
+    full: Full<'p>,
+}
+
+/// The whole key of an entry longer than 16 bytes: an out-of-line block, or a
+/// long entry's bytes.
+enum Full<'p> {
+    None,
+    Block(&'p [u8]),
+    Inline(KeyBuf),
 }
 
 impl RecKey<'_> {
+    fn full(&self) -> &[u8] {
+        match &self.full {
+            Full::None => &[],
+            Full::Block(b) => b,
+            Full::Inline(b) => &b[..self.w.2 as usize],
+        }
+    }
+
     fn cmp(&self, o: &RecKey<'_>) -> std::cmp::Ordering {
-        cmp_words(self.w, o.w, self.full, o.full)
+        cmp_words(self.w, o.w, self.full(), o.full())
     }
 
     fn to_vec(&self) -> Vec<u8> {
         if self.w.2 as usize > WIDE_INLINE_MAX {
-            return self.full.to_vec();
+            return self.full().to_vec();
         }
         let mut kb = [0u8; 16];
         kb[..8].copy_from_slice(&self.w.0.to_be_bytes());
@@ -67,28 +83,35 @@ fn leaf_keys(pool: &Pool, lf: Leaf) -> Result<Vec<RecKey<'_>>, PmError> {
             if b.len() != r.klen as usize {
                 return Err(bad());
             }
-            (suffix_of(b), b)
+            (suffix_of(b), Full::Block(b))
+        } else if r.span() == 3 {
+            let mut kb = KeyBuf::default();
+            r.inline_key(&mut kb).ok_or_else(bad)?;
+            (r.k2, Full::Inline(kb))
         } else if r.wide() {
-            (r.k2, &[][..])
+            (r.k2, Full::None)
         } else {
-            (0, &[][..])
+            (0, Full::None)
         };
         if r.val_ool() && ool_bytes(pool, r.vw).is_none() {
             return Err(bad());
         }
         out.push(RecKey {
             slot,
-            wide: r.wide(),
+            span: r.span(),
             w: r.sort_words(second),
             full,
         });
     }
-    // A continuation without its first slot is corrupt too.
+    // A continuation outside the entry whose first slot precedes it is
+    // corrupt too.
     for slot in 0..SLOTS {
         let (l, s) = (slot / PER_LINE, slot % PER_LINE);
         if hdr_valid(h[l]) & (1 << s) != 0
             && hdr_desc(h[l], s) == DESC_CONT
-            && (s == 0 || !out.iter().any(|e| e.slot == slot - 1 && e.wide))
+            && !out
+                .iter()
+                .any(|e| e.slot < slot && slot < e.slot + e.span && e.slot / PER_LINE == l)
         {
             return Err(corrupt(format!(
                 "leaf {:#x} slot {slot}: stray continuation",
@@ -148,9 +171,9 @@ pub(super) fn recover(
             let mut h = lf.hdrs();
             if o < SLOTS && n < SLOTS && is_primary(&h, o) && is_primary(&h, n) {
                 // Both copies are complete: keep the new one.
-                let wide = kcode(hdr_desc(h[o / PER_LINE], o % PER_LINE)) == KCODE_WIDE;
+                let span = span_of(hdr_desc(h[o / PER_LINE], o % PER_LINE));
                 let l = o / PER_LINE;
-                clear_entry(&mut h, o, wide);
+                clear_entry(&mut h, o, span);
                 lf.set_hdr(l, h[l]);
                 persist_line(&pool, lf, l, durable)?;
             }
@@ -216,7 +239,7 @@ pub(super) fn recover(
         let before = hdrs;
         prev.1.retain(|k| {
             if k.cmp(min) != std::cmp::Ordering::Less {
-                clear_entry(&mut hdrs, k.slot, k.wide);
+                clear_entry(&mut hdrs, k.slot, k.span);
                 false
             } else {
                 true

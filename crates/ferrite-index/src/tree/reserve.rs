@@ -13,7 +13,7 @@ use ferrite_kv::{BatchOp, KvResult};
 use ferrite_pm::Heap;
 
 use crate::error::pm;
-use crate::leaf::{INLINE_MAX, LEAF_SIZE, WIDE_INLINE_MAX};
+use crate::leaf::{INLINE_MAX, LEAF_SIZE, LONG_INLINE_MAX};
 
 struct Reservation {
     /// Which heap the blocks belong to (its address: the index's field).
@@ -51,7 +51,7 @@ fn needs(ops: &[BatchOp]) -> Vec<usize> {
     let mut v = Vec::new();
     for op in ops {
         if let BatchOp::Put { key, value } = op {
-            if key.len() > WIDE_INLINE_MAX {
+            if key.len() > LONG_INLINE_MAX {
                 v.push(8 + key.len());
             }
             if value.len() > INLINE_MAX {

@@ -304,7 +304,7 @@ impl FerriteIndex {
                 let mut emitted: Option<usize> = None;
                 for &(w, i) in order.iter() {
                     let r = &raws[i];
-                    let (mut kb, mut vb) = ([0u8; 16], [0u8; 8]);
+                    let (mut kb, mut vb) = (KeyBuf::default(), [0u8; 8]);
                     let (Some(key), Some(val)) =
                         (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
                     else {
@@ -327,7 +327,7 @@ impl FerriteIndex {
                 }
                 if let Some(i) = emitted {
                     // Where a restarted pass resumes.
-                    let mut kb = [0u8; 16];
+                    let mut kb = KeyBuf::default();
                     if let Some(key) = self.raw_key(&raws[i], &mut kb) {
                         last_bytes.clear();
                         last_bytes.extend_from_slice(key);
@@ -364,7 +364,7 @@ impl FerriteIndex {
             let bw = key_words(&b);
             for &(w, i) in order.iter().rev() {
                 let r = &raws[i];
-                let (mut kb, mut vb) = ([0u8; 16], [0u8; 8]);
+                let (mut kb, mut vb) = (KeyBuf::default(), [0u8; 8]);
                 let (Some(key), Some(val)) = (self.raw_key(r, &mut kb), self.raw_value(r, &mut vb))
                 else {
                     continue 'outer;

@@ -50,28 +50,28 @@ impl FerriteIndex {
         }
         let mut order = Vec::with_capacity(SLOTS);
         self.sort_raw(&raws, &mut order).ok_or_else(bad)?;
-        // Move the upper half, or less when its wide entries (two slots of one
-        // line each) would not fit an empty leaf.
+        // Move the upper half, or less when its wide and long entries (two or
+        // three slots of one line each) would not fit an empty leaf.
         let fits = |mid: usize, extra: Option<&Raw>| {
             let rs = order[mid..].iter().map(|o| &raws[o.1]).chain(extra);
             let (mut wides, mut slots) = (0, 0);
             for r in rs {
                 wides += r.wide() as usize;
-                slots += 1 + r.wide() as usize;
+                slots += r.span();
             }
             wides <= LINES && slots <= SLOTS
         };
         let mut mid = raws.len() / 2;
         let (split_key, new_right) = loop {
             let split_key = {
-                let mut kb = [0u8; 16];
+                let mut kb = KeyBuf::default();
                 self.raw_key(&raws[order[mid].1], &mut kb)
                     .ok_or_else(bad)?
                     .to_vec()
             };
             let new_right = match &new {
                 Some(n) => {
-                    let mut kb = [0u8; 16];
+                    let mut kb = KeyBuf::default();
                     let k = self.raw_key(n, &mut kb).ok_or_else(bad)?;
                     cmp_words(key_words(k), key_words(&split_key), k, &split_key)
                         != std::cmp::Ordering::Less
@@ -93,11 +93,12 @@ impl FerriteIndex {
                 moved.push(n);
             }
         }
-        // Wide entries first: each needs two slots of one line.
-        moved.sort_by_key(|r| !r.wide());
+        // Long entries first, then wide ones: each needs a line, or two slots
+        // of one.
+        moved.sort_by_key(|r| std::cmp::Reverse(r.span()));
         let mut nh = [0u64; LINES];
         for r in &moved {
-            let slot = find_space(&nh, r.wide()).ok_or_else(|| {
+            let slot = find_space(&nh, r.span()).ok_or_else(|| {
                 KvError::corrupt(
                     OBJECT,
                     format!("split of leaf {:#x}: entries do not fit a leaf", lf.off),
@@ -124,7 +125,7 @@ impl FerriteIndex {
         let mut hh = h;
         for o in &order[mid..] {
             let r = &raws[o.1];
-            clear_entry(&mut hh, r.slot, r.wide());
+            clear_entry(&mut hh, r.slot, r.span());
         }
         for l in 0..LINES {
             if hh[l] != h[l] {
@@ -139,7 +140,7 @@ impl FerriteIndex {
         let mut new_line = None;
         if !new_right {
             if let Some(n) = new {
-                if let Some(slot) = find_space(&hh, n.wide()) {
+                if let Some(slot) = find_space(&hh, n.span()) {
                     let l = slot / PER_LINE;
                     write_entry(lf, &mut hh, slot, &n);
                     lf.set_hdr(l, hh[l]);
@@ -269,7 +270,7 @@ impl FerriteIndex {
                 let Some(r) = read_raw(rl, &rh, slot) else {
                     return false;
                 };
-                rslots += 1 + r.wide() as usize;
+                rslots += r.span();
                 raws.push(r);
             }
         }
@@ -277,27 +278,28 @@ impl FerriteIndex {
         if raws.is_empty() || lf.valid_mask().count_ones() as usize + rslots > MERGE_MAX {
             return false;
         }
-        // Plan the placement first (wide entries first: each needs two free
-        // slots of one line), so nothing is written unless all of it fits.
-        raws.sort_by_key(|r| !r.wide());
+        // Plan the placement first (long and wide entries first: each needs
+        // a free line, or two free slots of one), so nothing is written unless
+        // all of it fits.
+        raws.sort_by_key(|r| std::cmp::Reverse(r.span()));
         let mut h = lf.hdrs();
         let before = h;
         let mut plan = h;
         let mut slots = Vec::with_capacity(raws.len());
         for r in &raws {
-            let Some(slot) = find_space(&plan, r.wide()) else {
+            let Some(slot) = find_space(&plan, r.span()) else {
                 return false;
             };
             let (l, x) = (slot / PER_LINE, slot % PER_LINE);
             plan[l] = hdr_set(plan[l], x, r.d, r.fp);
-            if r.wide() {
-                plan[l] = hdr_set(plan[l], x + 1, DESC_CONT, r.fp);
+            for i in 1..r.span() {
+                plan[l] = hdr_set(plan[l], x + i, DESC_CONT, r.fp);
             }
             slots.push(slot);
         }
         // `right`'s separator: the low key on the route of any of its keys (the
         // tree cannot change while the mutex is held).
-        let mut kb = [0u8; 16];
+        let mut kb = KeyBuf::default();
         let Some(k) = self.raw_key(&raws[0], &mut kb) else {
             return false;
         };

@@ -57,13 +57,8 @@ impl FerriteIndex {
         if r.klen != sk.len || r.kw != sk.prefix {
             return false;
         }
-        if !r.wide() {
-            true
-        } else if !r.key_ool() {
-            r.k2 == suffix_of(sk.bytes)
-        } else {
-            self.ool(r.k2).is_some_and(|b| b == sk.bytes)
-        }
+        r.rest_eq(sk.bytes)
+            .unwrap_or_else(|| self.ool(r.k2).is_some_and(|b| b == sk.bytes))
     }
 
     /// The entry of `sk` in a leaf the caller has locked.
@@ -107,6 +102,9 @@ impl FerriteIndex {
                     if mode == PutMode::Update {
                         return Ok(false);
                     }
+                    if (WIDE_INLINE_MAX + 1..=LONG_INLINE_MAX).contains(&key.len()) {
+                        self.allow_long_entries()?;
+                    }
                     let e = self.blocks().encode_entry(key, value, fp)?;
                     if e.key_ool() || e.val_ool() {
                         // Blocks are durable before the entry that publishes them.
@@ -131,16 +129,43 @@ impl FerriteIndex {
         }
     }
 
+    /// Makes sure the object's format tag says version 2 before a long entry
+    /// (a key of 17 to 24 bytes inline, [`KCODE_LONG`]) is published: a
+    /// build that reads only version 1 then refuses the pool instead of
+    /// taking such an entry for corruption. Indexes created by this build are
+    /// tagged version 2 from the start; a version-1 index keeps its tag until
+    /// it is given such a key.
+    fn allow_long_entries(&self) -> KvResult<()> {
+        if !self.v2.load(Ordering::Acquire) {
+            self.pool
+                .set_root(self.id, super::R_FORMAT, FORMAT_TAG)
+                .map_err(crate::error::pm)?;
+            self.v2.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
     /// Inserts a new entry into the locked leaf (whose range holds its key),
     /// splitting it when there is no room.
     pub(super) fn insert_entry(&self, lk: &mut Locked, e: &Raw, g: &Guard) -> KvResult<()> {
         let lf = lk.lf;
         loop {
             let mut h = lf.hdrs();
-            if let Some(slot) = find_space(&h, e.wide()) {
+            if let Some(slot) = find_space(&h, e.span()) {
                 let l = slot / PER_LINE;
                 write_entry(lf, &mut h, slot, e);
-                lf.set_hdr(l, h[l]);
+                if e.span() == 3
+                    && ferrite_pm::tripwire::armed(
+                        ferrite_pm::tripwire::Tripwire::IndexLongHeaderFirst,
+                    )
+                {
+                    // Broken on purpose: the header before the third key word.
+                    lf.set_key_word(slot + 2, 0);
+                    lf.set_hdr(l, h[l]);
+                    lf.set_key_word(slot + 2, e.k3);
+                } else {
+                    lf.set_hdr(l, h[l]);
+                }
                 if !ferrite_pm::tripwire::armed(
                     ferrite_pm::tripwire::Tripwire::IndexSkipInsertFlush,
                 ) {
@@ -202,16 +227,16 @@ impl FerriteIndex {
         let mut h = lf.hdrs();
         let mut line_only = [u64::MAX; LINES];
         line_only[l] = h[l];
-        if let Some(ns) = find_space(&line_only, r.wide()) {
+        if let Some(ns) = find_space(&line_only, r.span()) {
             // Same line: one header store flips both entries.
             write_entry(lf, &mut h, ns, &nr);
-            clear_entry(&mut h, r.slot, r.wide());
+            clear_entry(&mut h, r.slot, r.span());
             lf.set_hdr(l, h[l]);
             self.flush_line(lf, l);
             self.fence_step(&mut res);
         } else {
             // Another line: a pending-move word makes the switch recoverable.
-            let Some(ns) = find_space(&h, r.wide()) else {
+            let Some(ns) = find_space(&h, r.span()) else {
                 if ne.ool() {
                     self.blocks().discard(&[ne.word]);
                 }
@@ -225,7 +250,7 @@ impl FerriteIndex {
             lf.set_hdr(nl_, h[nl_]);
             self.flush_line(lf, nl_);
             self.fence_step(&mut res);
-            clear_entry(&mut h, r.slot, r.wide());
+            clear_entry(&mut h, r.slot, r.span());
             lf.set_hdr(l, h[l]);
             self.flush_line(lf, l);
             self.fence_step(&mut res);
@@ -256,7 +281,7 @@ impl FerriteIndex {
         // Before the write-back, for the reason given in `put`.
         self.count_add(-1);
         let mut h = lf.hdrs();
-        clear_entry(&mut h, r.slot, r.wide());
+        clear_entry(&mut h, r.slot, r.span());
         lf.set_hdr(l, h[l]);
         self.flush_line(lf, l);
         lk.dirty = true;
