@@ -64,7 +64,7 @@ impl Raw {
     /// Key longer than 8 bytes (a wide or long entry).
     #[inline]
     pub(crate) fn wide(&self) -> bool {
-        self.span() > 1
+        kcode(self.d) as usize > INLINE_MAX
     }
     /// Slots the entry takes ([`span_of`]).
     #[inline]
@@ -80,11 +80,14 @@ impl Raw {
     /// match; None when only the out-of-line copy can tell.
     #[inline]
     pub(crate) fn rest_eq(&self, key: &[u8]) -> Option<bool> {
-        match kcode(self.d) {
-            KCODE_WIDE if self.key_ool() => None,
-            KCODE_WIDE => Some(self.k2 == suffix_of(key)),
-            KCODE_LONG => Some(self.k2 == suffix_of(key) && self.k3 == third_of(key)),
-            _ => Some(true),
+        if !self.wide() {
+            Some(true)
+        } else if kcode(self.d) == KCODE_LONG {
+            Some(self.k2 == suffix_of(key) && self.k3 == third_of(key))
+        } else if !self.key_ool() {
+            Some(self.k2 == suffix_of(key))
+        } else {
+            None
         }
     }
     /// The key's bytes when it is inline (`buf` holds them); None for an
@@ -146,22 +149,18 @@ pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
             vw: lf.val_word(slot),
         });
     }
-    let span = span_of(d);
-    let want = ((1u32 << span) - 1) << s;
-    if span == 1
-        || s + span > PER_LINE
-        || hdr_valid(h[l]) & want != want
-        || (1..span).any(|i| hdr_desc(h[l], s + i) != DESC_CONT)
+    if kc == KCODE_LONG {
+        return read_long(lf, h[l], slot, d, fp);
+    }
+    if kc != KCODE_WIDE
+        || s + 1 >= PER_LINE
+        || hdr_valid(h[l]) & (2 << s) == 0
+        || hdr_desc(h[l], s + 1) != DESC_CONT
     {
         return None;
     }
     let klen = lf.key_word(slot + 1);
-    let (lo, hi) = if span == 3 {
-        (WIDE_INLINE_MAX, LONG_INLINE_MAX)
-    } else {
-        (INLINE_MAX, MAX_KEY)
-    };
-    if klen <= lo as u64 || klen > hi as u64 {
+    if klen <= INLINE_MAX as u64 || klen > MAX_KEY as u64 {
         return None;
     }
     Some(Raw {
@@ -170,7 +169,34 @@ pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
         fp,
         kw: lf.key_word(slot),
         k2: lf.val_word(slot),
-        k3: if span == 3 { lf.key_word(slot + 2) } else { 0 },
+        k3: 0,
+        klen: klen as u32,
+        vw: lf.val_word(slot + 1),
+    })
+}
+
+/// [`read_raw`] for a long entry (`d`: its descriptor, `hl` its line's
+/// header): all three slots of the line, a length of 17 to 24.
+#[inline]
+fn read_long(lf: Leaf, hl: u64, slot: usize, d: u8, fp: u8) -> Option<Raw> {
+    if slot % PER_LINE != 0
+        || hdr_valid(hl) != 7
+        || hdr_desc(hl, 1) != DESC_CONT
+        || hdr_desc(hl, 2) != DESC_CONT
+    {
+        return None;
+    }
+    let klen = lf.key_word(slot + 1);
+    if klen <= WIDE_INLINE_MAX as u64 || klen > LONG_INLINE_MAX as u64 {
+        return None;
+    }
+    Some(Raw {
+        slot,
+        d,
+        fp,
+        kw: lf.key_word(slot),
+        k2: lf.val_word(slot),
+        k3: lf.key_word(slot + 2),
         klen: klen as u32,
         vw: lf.val_word(slot + 1),
     })
