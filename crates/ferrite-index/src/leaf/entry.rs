@@ -179,7 +179,7 @@ pub(crate) fn read_raw(lf: Leaf, h: &[u64; LINES], slot: usize) -> Option<Raw> {
 /// header): all three slots of the line, a length of 17 to 24.
 #[inline]
 fn read_long(lf: Leaf, hl: u64, slot: usize, d: u8, fp: u8) -> Option<Raw> {
-    if slot % PER_LINE != 0
+    if !slot.is_multiple_of(PER_LINE)
         || hdr_valid(hl) != 7
         || hdr_desc(hl, 1) != DESC_CONT
         || hdr_desc(hl, 2) != DESC_CONT
