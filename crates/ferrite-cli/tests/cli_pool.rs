@@ -231,6 +231,10 @@ fn check_finds_corrupt_objects() {
     let info: serde_json::Value =
         serde_json::from_slice(&ferrite(&["info", p.s(), "--json"]).stdout).unwrap();
     assert_eq!(info["objects"][0]["name"], "demo");
+    assert_eq!(
+        info["objects"][0]["index_format_version"],
+        ferrite_index::FORMAT_VERSION
+    );
     let magic = find_heap_off(&b) as usize + 512 - 8;
     b[magic..magic + 8].copy_from_slice(&0xdead_beefu64.to_le_bytes());
     std::fs::write(&p.0, &b).unwrap();

@@ -83,7 +83,16 @@ fn describe(pool: &Pool) -> serde_json::Value {
         .into_iter()
         .map(|o| {
             let chunks = owners.iter().find(|c| c.0 == o.id).map_or(0, |c| c.1);
-            json!({"name": o.name, "type": o.type_name, "chunks": chunks, "bytes": chunks * h.chunk_size})
+            let mut v = json!({"name": o.name, "type": o.type_name, "chunks": chunks, "bytes": chunks * h.chunk_size});
+            // An index's own format version (root word 2, once initialised):
+            // version 1 until a version-2 build writes its first long entry.
+            if o.type_name == ferrite_index::INDEX_TYPE && o.roots[0] != 0 {
+                let tag = o.roots[2];
+                if tag >> 32 == ferrite_index::FORMAT_TAG >> 32 {
+                    v["index_format_version"] = json!(tag & 0xffff_ffff);
+                }
+            }
+            v
         })
         .collect();
     let (fence_ns, line_ns) = ferrite_pm::persist::latency_injection();
@@ -152,8 +161,12 @@ pub fn info(a: InfoArgs) -> Result<i32> {
     let objs = d["objects"].as_array().cloned().unwrap_or_default();
     println!("objects:     {}", objs.len());
     for o in &objs {
+        let format = o["index_format_version"]
+            .as_u64()
+            .map(|v| format!(" (index format version {v})"))
+            .unwrap_or_default();
         println!(
-            "  {:<24} {:<24} {}",
+            "  {:<24} {:<24} {}{format}",
             o["name"].as_str().unwrap_or(""),
             o["type"].as_str().unwrap_or(""),
             human(o["bytes"].as_u64().unwrap_or(0))
