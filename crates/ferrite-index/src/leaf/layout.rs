@@ -23,7 +23,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// On-PM format version of index leaves and the batch log that this build
-/// writes. Version 2 added *long* entries ([`KCODE_LONG`]); everything else is
+/// writes. Version 2 added *long* entries (key code 11, `docs/FORMAT.md`): keys
+/// of 17 to 24 bytes inline in a whole line; everything else is
 /// as in version 1, which this build also reads (see [`FORMAT_TAG_V1`]).
 pub const FORMAT_VERSION: u64 = 2;
 /// Root word 2 of an index object: identifies the format.
