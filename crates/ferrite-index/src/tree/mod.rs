@@ -147,9 +147,6 @@ pub struct FerriteIndex {
     merges: AtomicUsize,
     /// Whether deletes merge sparse leaves (see [`Self::set_leaf_merging`]).
     merging: AtomicBool,
-    /// Whether the object's tag says format version 2 (a version-1 index is
-    /// retagged before its first long entry: [`Self::allow_long_entries`]).
-    v2: AtomicBool,
     reclaim: Arc<Reclaim>,
     rebuild: RebuildStats,
     hooks: TestHooks,
@@ -199,8 +196,8 @@ impl FerriteIndex {
         Self::open_with(pool, name, &IndexOptions::default())
     }
 
-    /// Whether the object's format tag in the pool says version 2 (what
-    /// [`Self::check_structure`] requires of an index with long entries).
+    /// Whether the object's format tag in the pool says version 2 (what long
+    /// entries need: [`Self::allow_long_entries`], [`Self::check_structure`]).
     pub(super) fn tagged_v2(&self) -> bool {
         self.pool.root(self.id, R_FORMAT) == FORMAT_TAG
     }
@@ -250,7 +247,6 @@ impl FerriteIndex {
             unlinks: AtomicUsize::new(0),
             merges: AtomicUsize::new(0),
             merging: AtomicBool::new(true),
-            v2: AtomicBool::new(head == 0 || tag == FORMAT_TAG),
             reclaim: Arc::new(Reclaim::default()),
             rebuild: RebuildStats::default(),
             hooks: TestHooks::default(),

@@ -136,11 +136,10 @@ impl FerriteIndex {
     /// tagged version 2 from the start; a version-1 index keeps its tag until
     /// it is given such a key.
     fn allow_long_entries(&self) -> KvResult<()> {
-        if !self.v2.load(Ordering::Acquire) {
+        if !self.tagged_v2() {
             self.pool
                 .set_root(self.id, super::R_FORMAT, FORMAT_TAG)
                 .map_err(crate::error::pm)?;
-            self.v2.store(true, Ordering::Release);
         }
         Ok(())
     }
